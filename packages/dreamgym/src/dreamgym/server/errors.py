@@ -1,0 +1,88 @@
+"""Map exceptions to the single :class:`~dreamgym.errors.ErrorResponse` envelope.
+
+- :class:`~dreamgym.errors.DreamGymError` → its own ``status_code`` (``Retry-After`` set for
+  429/503 when the error carries ``retry_after_s``);
+- request validation errors → 422 whose message and ``param`` name the offending field
+  (``body.transitions.0.reward``);
+- anything else → 500 with a sanitized message; the traceback is logged, never returned.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from dreamgym.errors import DreamGymError, envelope
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["install_error_handlers", "validation_message"]
+
+
+def _loc_to_param(loc: tuple[object, ...] | list[object]) -> str:
+    return ".".join(str(p) for p in loc)
+
+
+def validation_message(errors: list[dict[str, object]]) -> tuple[str, str | None]:
+    """Summarise pydantic validation errors as ``"<field>: <msg>; ..."``.
+
+    Args:
+        errors: ``RequestValidationError.errors()`` output.
+
+    Returns:
+        ``(message, param)`` where ``param`` is the dotted location of the first error.
+    """
+    parts: list[str] = []
+    first: str | None = None
+    for err in errors[:10]:
+        loc = err.get("loc", ())
+        param = _loc_to_param(loc if isinstance(loc, (list, tuple)) else (loc,))
+        first = first or param
+        parts.append(f"{param}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid request", first
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the DreamGym exception handlers on ``app``."""
+
+    @app.exception_handler(DreamGymError)
+    async def _dreamgym_error(_: Request, exc: DreamGymError) -> JSONResponse:
+        headers = {}
+        if exc.retry_after_s is not None:
+            headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))
+        return JSONResponse(
+            status_code=exc.status_code,
+            content=exc.to_response().model_dump(),
+            headers=headers,
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        message, param = validation_message(list(exc.errors()))
+        return JSONResponse(
+            status_code=422, content=envelope("invalid_request", message, 422, param)
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        error_type = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return JSONResponse(
+            status_code=exc.status_code,
+            content=envelope(error_type, str(exc.detail), exc.status_code),
+            headers=getattr(exc, "headers", None),
+        )
+
+    @app.exception_handler(Exception)
+    async def _unhandled(request: Request, exc: Exception) -> JSONResponse:
+        logger.exception("unhandled error on %s %s", request.method, request.url.path)
+        return JSONResponse(
+            status_code=500,
+            content=envelope(
+                "internal_error", f"internal error ({type(exc).__name__}); see server logs", 500
+            ),
+        )

@@ -1,0 +1,54 @@
+"""Shared pytest fixtures: a real PostgreSQL (+pgvector) server for integration tests.
+
+The server is started once per test session from the ``pgserver`` wheel's binaries on a free
+loopback port (see :mod:`dreamgym.stack.postgres`); each test module that needs a database
+creates its own with :func:`fresh_database`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def free_port() -> int:
+    """A currently free TCP port on loopback."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A running :class:`~dreamgym.stack.postgres.LocalPostgres` for the whole session."""
+    from dreamgym.stack.postgres import LocalPostgres
+
+    base = Path(os.environ.get("DREAMGYM_TEST_PG_DIR", tmp_path_factory.mktemp("pg")))
+    pg = LocalPostgres(base / "data", port=free_port()).start()
+    yield pg
+    pg.stop()
+
+
+@pytest.fixture()
+def fresh_database(postgres: object) -> Iterator[Callable[..., str]]:
+    """Factory: ``fresh_database(extensions=("vector",))`` → SQLAlchemy URL of a new empty DB."""
+    created: list[str] = []
+
+    def make(extensions: tuple[str, ...] = ("vector",)) -> str:
+        name = f"t_{uuid.uuid4().hex[:12]}"
+        postgres.create_database(name, extensions=extensions)  # type: ignore[attr-defined]
+        created.append(name)
+        return postgres.url(name)  # type: ignore[attr-defined, no-any-return]
+
+    yield make
+    for name in created:
+        postgres.drop_database(name)  # type: ignore[attr-defined]

@@ -1,0 +1,1 @@
+"""Tests for dreamgym.curriculum (a package so test module names cannot collide)."""
