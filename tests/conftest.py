@@ -8,7 +8,9 @@ creates its own with :func:`fresh_database`.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,14 +30,19 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+def postgres() -> Iterator[object]:
     """A running :class:`~dreamgym.stack.postgres.LocalPostgres` for the whole session."""
     from dreamgym.stack.postgres import LocalPostgres
 
-    base = Path(os.environ.get("DREAMGYM_TEST_PG_DIR", tmp_path_factory.mktemp("pg")))
+    # Not under pytest's tmp dirs: those are 0700 and the unprivileged server user (PostgreSQL
+    # refuses to run as root) must reach the data directory.
+    base = Path(os.environ.get("DREAMGYM_TEST_PG_DIR") or tempfile.mkdtemp(prefix="dreamgym-pg-"))
+    base.chmod(0o755)
     pg = LocalPostgres(base / "data", port=free_port()).start()
     yield pg
     pg.stop()
+    if not os.environ.get("DREAMGYM_TEST_PG_DIR"):
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture()

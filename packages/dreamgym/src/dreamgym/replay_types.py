@@ -74,11 +74,6 @@ class RetrievalFilters(WireModel):
         default_factory=list, max_length=MAX_EXCLUDED_TRAJECTORIES
     )
 
-    @property
-    def is_empty(self) -> bool:
-        """True when no filter restricts the table."""
-        return not (self.environment or self.source or self.split or self.exclude_trajectory_ids)
-
 
 class RetrievalQuery(WireModel):
     """One retrieval key: the state-action pair (s_t, a_t) plus its task (arXiv 2511.03773 Eq. 4).

@@ -42,7 +42,8 @@ class LocalPostgres:
         self.data_dir = Path(data_dir).resolve()
         self.port = port
         self.host = host
-        self._user: str | None = None
+        # PostgreSQL refuses to run as root: run its binaries as an unprivileged user then.
+        self._user: str | None = _SYSTEM_USER if os.geteuid() == 0 else None
 
     # -- process management -------------------------------------------------------------------
     def _run(self, exe: str, args: list[str], timeout: float = 60.0) -> str:
@@ -69,7 +70,6 @@ class LocalPostgres:
         )
 
         ensure_user_exists(_SYSTEM_USER)
-        self._user = _SYSTEM_USER
         bin_dir = _bin_dir()
         ensure_prefix_permissions(bin_dir)
         ensure_folder_permissions(bin_dir, 0o055)
@@ -109,6 +109,7 @@ class LocalPostgres:
                 ["-D", str(self.data_dir), "-U", "postgres", "--auth=trust", "--encoding=UTF8"],
             )
         if self.is_running():
+            self.port = self._running_port() or self.port
             return self
         self.log_file.touch()
         if self._user is not None:
@@ -124,6 +125,14 @@ class LocalPostgres:
         )
         self._wait_accepting(timeout_s)
         return self
+
+    def _running_port(self) -> int | None:
+        """Port of the server already running on ``data_dir`` (line 4 of postmaster.pid)."""
+        try:
+            lines = (self.data_dir / "postmaster.pid").read_text().splitlines()
+            return int(lines[3])
+        except (OSError, IndexError, ValueError):
+            return None
 
     def _wait_accepting(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

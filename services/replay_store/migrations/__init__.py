@@ -1,0 +1,1 @@
+"""Alembic migrations of the replay store (shipped as ``replay_store.migrations``)."""

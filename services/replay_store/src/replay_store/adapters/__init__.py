@@ -1,0 +1,1 @@
+"""Adapters: PostgreSQL + pgvector storage and the embedding models."""

@@ -1,0 +1,91 @@
+"""SQLAlchemy 2 typed ORM of the replay store tables (schema owned by ``migrations/``).
+
+- ``trajectories``: one row per episode, keyed by ``trajectory_id``; ``content_hash`` is unique.
+- ``transitions``: one row per step with its φ(s_t, a_t) embedding (pgvector), unique on
+  ``(trajectory_id, step)``; environment/source/split/policy are copied from the trajectory so
+  retrieval filters need no join. The embedding width is fixed by the migration; the ORM type is
+  left unsized.
+
+ORM rows never leave :mod:`replay_store.adapters`; they are converted to :mod:`dreamgym.types`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    DateTime,
+    Double,
+    ForeignKey,
+    Integer,
+    Text,
+    UniqueConstraint,
+    func,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+__all__ = ["Base", "TrajectoryRow", "TransitionRow"]
+
+
+class Base(DeclarativeBase):
+    """Declarative base of the replay store tables."""
+
+
+class TrajectoryRow(Base):
+    """A stored trajectory (episode) and its provenance."""
+
+    __tablename__ = "trajectories"
+
+    trajectory_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    content_hash: Mapped[str] = mapped_column(Text, unique=True)
+    task: Mapped[str] = mapped_column(Text)
+    task_id: Mapped[str | None] = mapped_column(Text)
+    environment: Mapped[str] = mapped_column(Text)
+    game_seed: Mapped[int | None] = mapped_column(BigInteger)
+    split: Mapped[str | None] = mapped_column(Text)
+    policy: Mapped[str] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(Text)
+    policy_version: Mapped[str | None] = mapped_column(Text)
+    num_transitions: Mapped[int] = mapped_column(Integer)
+    episode_return: Mapped[float] = mapped_column(Double)
+    success: Mapped[bool] = mapped_column(Boolean)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+    transitions: Mapped[list[TransitionRow]] = relationship(
+        back_populates="trajectory", order_by="TransitionRow.step", passive_deletes=True
+    )
+
+
+class TransitionRow(Base):
+    """A stored transition with its retrieval embedding."""
+
+    __tablename__ = "transitions"
+    __table_args__ = (UniqueConstraint("trajectory_id", "step"),)
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    trajectory_id: Mapped[str] = mapped_column(
+        Text, ForeignKey("trajectories.trajectory_id", ondelete="CASCADE")
+    )
+    step: Mapped[int] = mapped_column(Integer)
+    observation: Mapped[str] = mapped_column(Text)
+    admissible_actions: Mapped[list[str]] = mapped_column(JSONB)
+    action: Mapped[str] = mapped_column(Text)
+    next_observation: Mapped[str] = mapped_column(Text)
+    next_admissible_actions: Mapped[list[str]] = mapped_column(JSONB)
+    reward: Mapped[float] = mapped_column(Double)
+    terminated: Mapped[bool] = mapped_column(Boolean)
+    truncated: Mapped[bool] = mapped_column(Boolean)
+    won: Mapped[bool | None] = mapped_column(Boolean)
+    reasoning: Mapped[str | None] = mapped_column(Text)
+    environment: Mapped[str] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(Text)
+    split: Mapped[str | None] = mapped_column(Text)
+    policy: Mapped[str] = mapped_column(Text)
+    embedding: Mapped[Any] = mapped_column(Vector(), deferred=True)  # never loaded by reads
+
+    trajectory: Mapped[TrajectoryRow] = relationship(back_populates="transitions")

@@ -1,0 +1,343 @@
+"""PostgreSQL + pgvector implementation of :class:`~replay_store.domain.ports.ReplayRepository`.
+
+All SQL of the service lives here. Writes run in one transaction (all or nothing).
+
+Retrieval orders by pgvector's cosine distance ``<=>`` in two stages per query:
+
+1. the HNSW index (``vector_cosine_ops``; ``SET LOCAL enable_seqscan = off`` so stale planner
+   statistics cannot skip it) with ``SET LOCAL hnsw.ef_search = max(hnsw_ef_search, k)``. It is
+   approximate, but exact while the table holds at most ``ef_search`` rows;
+2. when that yields fewer than k rows, an exact scan ordered by ``(distance, id)`` (an order the
+   index cannot serve). pgvector 0.6 applies filters *after* taking ``ef_search`` candidates from
+   the graph, so a selective filter (``source``, ``exclude_trajectory_ids`` ...) can starve
+   stage 1; stage 2 guarantees k rows whenever k rows match.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Sequence
+from typing import ParamSpec, TypeVar
+
+import numpy as np
+from sqlalchemy import Engine, Integer, Select, func, insert, or_, select, text
+from sqlalchemy.exc import DataError, IntegrityError, OperationalError
+from sqlalchemy.orm import QueryableAttribute, Session, selectinload
+from sqlalchemy.sql.elements import ColumnElement
+
+from dreamgym.errors import BackendUnavailableError, InvalidRequestError
+from dreamgym.replay_types import (
+    ReplayStats,
+    RetrievalFilters,
+    RetrievedTransition,
+    TrajectoryList,
+    TrajectorySummary,
+    TransitionRecord,
+)
+from dreamgym.types import Trajectory
+from replay_store.adapters.orm import TrajectoryRow, TransitionRow
+from replay_store.adapters.rows import (
+    record_fields,
+    to_trajectory,
+    trajectory_row,
+    transition_rows_of,
+)
+from replay_store.domain.keys import PreparedTrajectory
+from replay_store.domain.ports import StoreRaceError, TrajectoryFilters
+
+__all__ = ["PostgresReplayRepository"]
+
+logger = logging.getLogger(__name__)
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+_UNIQUE_VIOLATION = "23505"
+
+
+def _translate_db_errors(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Map database errors to DreamGym errors.
+
+    Values PostgreSQL cannot hold (NUL characters, out-of-range numbers) become a 422; a lost
+    connection becomes a 503 the clients retry.
+    """
+
+    @functools.wraps(method)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(*args, **kwargs)
+        except DataError as exc:
+            reason = str(exc.orig).splitlines()[0] if exc.orig else "invalid value"
+            raise InvalidRequestError(f"a value cannot be stored or queried: {reason}") from None
+        except OperationalError as exc:
+            logger.warning("database unavailable: %s", exc.orig)
+            raise BackendUnavailableError("database unavailable", retry_after_s=1.0) from None
+
+    return wrapper
+
+
+class PostgresReplayRepository:
+    """Trajectory and transition storage in PostgreSQL with pgvector embeddings.
+
+    Args:
+        engine: a SQLAlchemy engine on a database migrated to ``head``.
+        hnsw_ef_search: HNSW candidate list size for unfiltered retrieval (1..1000).
+    """
+
+    def __init__(self, engine: Engine, *, hnsw_ef_search: int = 200) -> None:
+        self.engine = engine
+        self.hnsw_ef_search = hnsw_ef_search
+
+    # -- health -------------------------------------------------------------------------------
+    def ping(self) -> None:
+        """Run ``SELECT 1``; raises when the database is unreachable."""
+        with self.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+
+    def embedding_dim(self) -> int:
+        """Width D of the ``transitions.embedding`` column (fixed by the migration)."""
+        sql = text(
+            "SELECT atttypmod FROM pg_attribute "
+            "WHERE attrelid = 'transitions'::regclass AND attname = 'embedding'"
+        )
+        with self.engine.connect() as conn:
+            return int(conn.execute(sql).scalar_one())
+
+    # -- writes -------------------------------------------------------------------------------
+    @_translate_db_errors
+    def find_existing(
+        self, trajectory_ids: Sequence[str], content_hashes: Sequence[str]
+    ) -> dict[str, str]:
+        """Stored ``trajectory_id → content_hash`` for rows matching any given id or hash."""
+        if not trajectory_ids and not content_hashes:
+            return {}
+        stmt = select(TrajectoryRow.trajectory_id, TrajectoryRow.content_hash).where(
+            or_(
+                TrajectoryRow.trajectory_id.in_(list(trajectory_ids)),
+                TrajectoryRow.content_hash.in_(list(content_hashes)),
+            )
+        )
+        with Session(self.engine) as session:
+            return dict(session.execute(stmt).tuples().all())
+
+    @_translate_db_errors
+    def insert(self, trajectories: Sequence[PreparedTrajectory], embeddings: np.ndarray) -> None:
+        """Store trajectories and their transitions in one transaction.
+
+        Args:
+            trajectories: trajectories not stored yet.
+            embeddings: (total transitions, D) float32, trajectory-then-step order.
+
+        Raises:
+            StoreRaceError: a concurrent writer stored one of the ids or content hashes first;
+                the transaction was rolled back.
+            ValueError: ``embeddings`` has the wrong number of rows.
+        """
+        total = sum(len(p.trajectory.transitions) for p in trajectories)
+        if embeddings.shape[0] != total:
+            raise ValueError(f"expected {total} embedding rows, got {embeddings.shape[0]}")
+        if not trajectories:
+            return
+        transition_rows = [
+            row for p in trajectories for row in transition_rows_of(p.trajectory, p.trajectory_id)
+        ]
+        for row, vector in zip(transition_rows, embeddings, strict=True):
+            row["embedding"] = vector
+        try:
+            # Core executemany: every row binds the same columns (ORM bulk inserts split the batch
+            # wherever a nullable value switches between None and not-None).
+            with self.engine.begin() as conn:
+                conn.execute(insert(TrajectoryRow), [trajectory_row(p) for p in trajectories])
+                conn.execute(insert(TransitionRow), transition_rows)
+        except IntegrityError as exc:
+            if getattr(exc.orig, "sqlstate", None) != _UNIQUE_VIOLATION:
+                raise
+            raise StoreRaceError(str(exc.orig)) from exc
+
+    # -- trajectories -------------------------------------------------------------------------
+    @_translate_db_errors
+    def get_trajectory(self, trajectory_id: str) -> Trajectory | None:
+        """The stored trajectory with its transitions in step order, or ``None``."""
+        stmt = (
+            select(TrajectoryRow)
+            .where(TrajectoryRow.trajectory_id == trajectory_id)
+            .options(selectinload(TrajectoryRow.transitions))
+        )
+        with Session(self.engine) as session:
+            row = session.execute(stmt).scalar_one_or_none()
+            return None if row is None else to_trajectory(row)
+
+    @_translate_db_errors
+    def list_trajectories(
+        self, filters: TrajectoryFilters, limit: int, offset: int
+    ) -> TrajectoryList:
+        """Summaries ordered by ``(created_at, trajectory_id)`` and the total matching count."""
+        conditions: list[ColumnElement[bool]] = []
+        if filters.environment is not None:
+            conditions.append(TrajectoryRow.environment == filters.environment)
+        if filters.source is not None:
+            conditions.append(TrajectoryRow.source == filters.source)
+        if filters.policy is not None:
+            conditions.append(TrajectoryRow.policy == filters.policy)
+        page = (
+            select(TrajectoryRow)
+            .where(*conditions)
+            .order_by(TrajectoryRow.created_at, TrajectoryRow.trajectory_id)
+            .limit(limit)
+            .offset(offset)
+        )
+        count = select(func.count()).select_from(TrajectoryRow).where(*conditions)
+        with Session(self.engine) as session:
+            rows = session.execute(page).scalars().all()
+            total = session.execute(count).scalar_one()
+        data = [TrajectorySummary.model_validate(row, from_attributes=True) for row in rows]
+        return TrajectoryList(data=data, count=total)
+
+    # -- transitions --------------------------------------------------------------------------
+    @_translate_db_errors
+    def nearest(
+        self, queries: np.ndarray, k: int, filters: RetrievalFilters
+    ) -> list[list[RetrievedTransition]]:
+        """Top-k transitions by cosine similarity for each query row.
+
+        Args:
+            queries: (Q, D) float32 unit vectors.
+            k: neighbours per query.
+            filters: row restrictions.
+
+        Returns:
+            Q lists of ``min(k, matching rows)`` transitions, highest
+            ``score = 1 - cosine distance`` first, ties by ascending id.
+        """
+        with Session(self.engine) as session, session.begin():
+            ef_search = min(1000, max(self.hnsw_ef_search, k))
+            session.execute(text(f"SET LOCAL hnsw.ef_search = {ef_search:d}"))
+            session.execute(text("SET LOCAL enable_seqscan = off"))
+            hits = [_nearest_rows(session, vector, k, filters) for vector in queries]
+            tasks = _tasks_of(session, {row.trajectory_id for hit in hits for row, _ in hit})
+            return [
+                [
+                    RetrievedTransition.model_validate(
+                        {**record_fields(row, tasks[row.trajectory_id]), "score": 1.0 - distance}
+                    )
+                    for row, distance in hit
+                ]
+                for hit in hits
+            ]
+
+    @_translate_db_errors
+    def transition_ids(self, filters: RetrievalFilters) -> list[int]:
+        """Ids of all transitions matching ``filters``, ascending."""
+        stmt = (
+            select(TransitionRow.id)
+            .where(*_transition_conditions(filters))
+            .order_by(TransitionRow.id)
+        )
+        with Session(self.engine) as session:
+            return list(session.execute(stmt).scalars())
+
+    @_translate_db_errors
+    def transitions_by_ids(self, ids: Sequence[int]) -> list[TransitionRecord]:
+        """Transitions with these ids, in the order of ``ids`` (unknown ids are skipped)."""
+        if not ids:
+            return []
+        stmt = _records_query().where(TransitionRow.id.in_(list(ids)))
+        with Session(self.engine) as session:
+            by_id = {
+                row.id: TransitionRecord.model_validate(record_fields(row, task))
+                for row, task in session.execute(stmt).tuples()
+            }
+        return [by_id[i] for i in ids if i in by_id]
+
+    @_translate_db_errors
+    def page_transitions(
+        self, filters: RetrievalFilters, after_id: int | None, limit: int
+    ) -> list[TransitionRecord]:
+        """Up to ``limit`` transitions with ``id > after_id`` matching ``filters``, by id."""
+        stmt = _records_query().where(*_transition_conditions(filters))
+        if after_id is not None:
+            stmt = stmt.where(TransitionRow.id > after_id)
+        stmt = stmt.order_by(TransitionRow.id).limit(limit)
+        with Session(self.engine) as session:
+            return [
+                TransitionRecord.model_validate(record_fields(row, task))
+                for row, task in session.execute(stmt).tuples()
+            ]
+
+    # -- stats --------------------------------------------------------------------------------
+    @_translate_db_errors
+    def stats(self) -> ReplayStats:
+        """Trajectory counts per source / environment / policy and success rate per policy."""
+        with Session(self.engine) as session:
+            trajectories = session.execute(select(func.count()).select_from(TrajectoryRow))
+            transitions = session.execute(select(func.count()).select_from(TransitionRow))
+            by_policy = session.execute(
+                select(
+                    TrajectoryRow.policy,
+                    func.count(),
+                    func.avg(TrajectoryRow.success.cast(Integer)),
+                ).group_by(TrajectoryRow.policy)
+            ).all()
+            return ReplayStats(
+                trajectories=trajectories.scalar_one(),
+                transitions=transitions.scalar_one(),
+                by_source=_count_by(session, TrajectoryRow.source),
+                by_environment=_count_by(session, TrajectoryRow.environment),
+                by_policy={policy: n for policy, n, _ in by_policy},
+                success_rate_by_policy={policy: float(rate) for policy, _, rate in by_policy},
+            )
+
+
+# -- query helpers ----------------------------------------------------------------------------
+def _transition_conditions(filters: RetrievalFilters) -> list[ColumnElement[bool]]:
+    conditions: list[ColumnElement[bool]] = []
+    if filters.environment is not None:
+        conditions.append(TransitionRow.environment == filters.environment)
+    if filters.source is not None:
+        conditions.append(TransitionRow.source == filters.source)
+    if filters.split is not None:
+        conditions.append(TransitionRow.split == filters.split)
+    if filters.exclude_trajectory_ids:
+        conditions.append(TransitionRow.trajectory_id.not_in(filters.exclude_trajectory_ids))
+    return conditions
+
+
+def _nearest_rows(
+    session: Session, vector: np.ndarray, k: int, filters: RetrievalFilters
+) -> list[tuple[TransitionRow, float]]:
+    """Up to k ``(row, cosine distance)`` pairs nearest to ``vector``, by (distance, id).
+
+    HNSW first; an exact scan when the index yields fewer than k rows (see module docstring).
+    """
+    distance = TransitionRow.embedding.cosine_distance(vector)
+    stmt = (
+        select(TransitionRow, distance.label("distance"))
+        .where(*_transition_conditions(filters))
+        .limit(k)
+    )
+    rows = session.execute(stmt.order_by(distance)).tuples().all()
+    if len(rows) < k:
+        # A second sort key keeps PostgreSQL off the HNSW index: an exact scan.
+        rows = session.execute(stmt.order_by(distance, TransitionRow.id)).tuples().all()
+    return sorted(((row, float(d)) for row, d in rows), key=lambda hit: (hit[1], hit[0].id))
+
+
+def _records_query() -> Select[TransitionRow, str]:
+    return select(TransitionRow, TrajectoryRow.task).join(
+        TrajectoryRow, TrajectoryRow.trajectory_id == TransitionRow.trajectory_id
+    )
+
+
+def _tasks_of(session: Session, trajectory_ids: set[str]) -> dict[str, str]:
+    if not trajectory_ids:
+        return {}
+    stmt = select(TrajectoryRow.trajectory_id, TrajectoryRow.task).where(
+        TrajectoryRow.trajectory_id.in_(sorted(trajectory_ids))
+    )
+    return dict(session.execute(stmt).tuples().all())
+
+
+def _count_by(session: Session, column: QueryableAttribute[str]) -> dict[str, int]:
+    rows = session.execute(select(column, func.count()).group_by(column)).tuples()
+    return dict(rows.all())

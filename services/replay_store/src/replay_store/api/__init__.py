@@ -1,0 +1,1 @@
+"""HTTP layer: dependencies and thin route handlers."""

@@ -1,0 +1,43 @@
+"""Replay-store errors (subclasses of the shared :mod:`dreamgym.errors` families)."""
+
+from __future__ import annotations
+
+from dreamgym.errors import ConflictError, InvalidRequestError, NotFoundError
+
+__all__ = ["LimitExceededError", "TrajectoryConflictError", "TrajectoryNotFoundError"]
+
+
+class TrajectoryNotFoundError(NotFoundError):
+    """No trajectory is stored under this id (404)."""
+
+    error_type = "trajectory_not_found"
+
+    def __init__(self, trajectory_id: str) -> None:
+        super().__init__(f"trajectory_id '{trajectory_id}' does not exist", param="trajectory_id")
+        self.trajectory_id = trajectory_id
+
+
+class TrajectoryConflictError(ConflictError):
+    """A trajectory id is already stored (or repeated in the batch) with different content (409)."""
+
+    error_type = "trajectory_conflict"
+
+    def __init__(self, trajectory_id: str, index: int) -> None:
+        super().__init__(
+            f"trajectory_id '{trajectory_id}' already exists with different content "
+            f"(body.trajectories.{index}); trajectory ids are immutable, use a new id",
+            param=f"body.trajectories.{index}.trajectory_id",
+        )
+        self.trajectory_id = trajectory_id
+        self.index = index
+
+
+class LimitExceededError(InvalidRequestError):
+    """A request exceeds a limit configured on this deployment (422)."""
+
+    error_type = "limit_exceeded"
+
+    def __init__(self, field: str, value: int, maximum: int) -> None:
+        super().__init__(f"{field} must be <= {maximum} on this server, got {value}", param=field)
+        self.value = value
+        self.maximum = maximum

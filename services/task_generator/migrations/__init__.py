@@ -1,0 +1,1 @@
+"""Alembic migrations of the task generator (shipped as ``task_generator.migrations``)."""

@@ -1,0 +1,1 @@
+"""Adapters: PostgreSQL storage, Alembic migrations and LLM backend construction."""

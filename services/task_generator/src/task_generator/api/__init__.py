@@ -1,0 +1,1 @@
+"""HTTP layer: dependency aliases and one router module per resource."""

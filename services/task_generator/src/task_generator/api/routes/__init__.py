@@ -1,0 +1,1 @@
+"""Routers: ``tasks`` (registry, sampling, outcomes) and ``curriculum`` (scores, generation)."""

@@ -1,0 +1,84 @@
+"""Task registry, curriculum sampling and outcome reporting.
+
+- ``POST /v1/tasks`` — register tasks (idempotent by ``task_id``)
+- ``GET /v1/tasks`` — list tasks by split / origin / environment
+- ``POST /v1/tasks:sample`` — a λ-capped train batch or a uniform eval batch
+- ``GET /v1/tasks/{task_id}`` — one task with its score, group count and lineage
+- ``POST /v1/tasks/{task_id}/outcomes`` — report one rollout group's rewards
+
+Task ids may contain ``/`` (``twx-coin/train/3``): the path parameter takes the rest of the path.
+Handlers are plain ``def``: FastAPI runs them in worker threads, off the event loop.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from task_generator.api.deps import CurriculumDep
+from task_generator.schemas import (
+    ERROR_RESPONSES,
+    Split,
+    TaskDetailResponse,
+    TaskListResponse,
+    TaskOrigin,
+    TaskOutcomeRequest,
+    TaskOutcomeResponse,
+    TaskRegisterRequest,
+    TaskRegisterResponse,
+    TaskSampleRequest,
+    TaskSampleResponse,
+)
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["tasks"], responses=ERROR_RESPONSES)
+
+
+@router.post("/tasks", response_model=TaskRegisterResponse, summary="Register tasks")
+def register_tasks(body: TaskRegisterRequest, curriculum: CurriculumDep) -> TaskRegisterResponse:
+    """Store tasks in one transaction; known ids with equal content count as duplicates.
+
+    A known id with different content is a 409 and nothing is stored.
+    """
+    return curriculum.register(body.tasks)
+
+
+@router.get("/tasks", response_model=TaskListResponse, summary="List tasks")
+def list_tasks(
+    curriculum: CurriculumDep,
+    split: Split | None = None,
+    origin: TaskOrigin | None = None,
+    environment: Annotated[str | None, Query(min_length=1)] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> TaskListResponse:
+    """A page of tasks in creation order; ``count`` counts every matching task."""
+    return curriculum.list_tasks(
+        split=split, origin=origin, environment=environment, limit=limit, offset=offset
+    )
+
+
+@router.post("/tasks:sample", response_model=TaskSampleResponse, summary="Sample a task batch")
+def sample_tasks(body: TaskSampleRequest, curriculum: CurriculumDep) -> TaskSampleResponse:
+    """Train: seed + generated tasks, at most floor(λ·B) generated. Eval: uniform eval seeds."""
+    return curriculum.sample(body)
+
+
+@router.get("/tasks/{task_id:path}", response_model=TaskDetailResponse, summary="Get a task")
+def get_task(task_id: str, curriculum: CurriculumDep) -> TaskDetailResponse:
+    """The task, its curriculum score (Eq. 7), number of outcome groups and ancestors."""
+    return curriculum.task_detail(task_id)
+
+
+@router.post(
+    "/tasks/{task_id:path}/outcomes",
+    response_model=TaskOutcomeResponse,
+    summary="Report a rollout group's rewards",
+)
+def report_outcomes(
+    task_id: str, body: TaskOutcomeRequest, curriculum: CurriculumDep
+) -> TaskOutcomeResponse:
+    """Append one group of outcome rewards; the response holds the task's new score."""
+    return curriculum.record_outcome(task_id, body.rewards, body.policy_version)
