@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dreamgym.curriculum.scoring import select_top_k
+from dreamgym.errors import DreamGymError
 from dreamgym.llm.base import LLMBackend, SamplingParams
 from dreamgym.prompts.task_variation import (
     PROMPT_FORMAT,
@@ -229,6 +230,8 @@ class TaskGenerator:
                 completions = backend.generate(
                     prompts, self._sampling_params(request, len(prompts))
                 )
+        except DreamGymError:  # e.g. the shared checkpoint does not exist yet: its own status
+            raise
         except Exception as exc:  # any backend failure is a 502 with its cause, not a 500
             raise LLMGenerationError(
                 f"LLM backend '{backend.name}' failed: {type(exc).__name__}: {exc}"

@@ -1,0 +1,186 @@
+"""In-process Hugging Face backend with batched, per-request-seeded sampling.
+
+One left-padded prefill over the whole batch, then a KV-cached decode loop. Each row has its own
+temperature, top-p, token budget, stop strings and ``torch.Generator`` seeded from the request's
+``seed``, so a request's sample does not depend on what else shares its batch (up to float
+rounding of padded attention). Works with any ``AutoModelForCausalLM`` checkpoint: the tiny
+from-config models of the CPU demo, SmolLM2, Qwen or Llama on a GPU.
+
+>>> backend = TransformersBackend(model_path="tiny")  # doctest: +SKIP
+>>> backend.generate(["Hello"], [SamplingParams(max_new_tokens=8, temperature=0.0)])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dreamgym.llm.base import Completion, SamplingParams
+from dreamgym.llm.models import load_causal_lm
+
+__all__ = ["TransformersBackend", "sample_next_tokens"]
+
+
+def sample_next_tokens(
+    logits: torch.Tensor,
+    *,
+    temperatures: list[float],
+    top_ps: list[float],
+    generators: list[torch.Generator | None],
+) -> torch.Tensor:
+    """Sample one token per row.
+
+    Args:
+        logits: (B, V) next-token logits.
+        temperatures: B temperatures; 0 → greedy for that row.
+        top_ps: B nucleus masses in (0, 1].
+        generators: B generators (``None`` → global RNG).
+
+    Returns:
+        (B,) int64 token ids.
+    """
+    out = torch.empty(logits.shape[0], dtype=torch.long)
+    for i in range(logits.shape[0]):
+        row = logits[i].float()
+        if temperatures[i] == 0.0:
+            out[i] = int(torch.argmax(row))
+            continue
+        probs = torch.softmax(row / temperatures[i], dim=-1)
+        if top_ps[i] < 1.0:
+            sorted_p, idx = torch.sort(probs, descending=True)
+            keep = torch.cumsum(sorted_p, dim=-1) - sorted_p < top_ps[i]
+            probs = torch.zeros_like(probs).scatter(0, idx[keep], sorted_p[keep])
+        out[i] = int(torch.multinomial(probs, 1, generator=generators[i]))
+    return out
+
+
+class TransformersBackend:
+    """Batched generation with a local ``transformers`` causal LM.
+
+    Args:
+        model_path: model spec for :func:`dreamgym.llm.models.load_causal_lm` (a checkpoint
+            directory, ``"smollm2-135m"`` or ``"tiny[:...]"``).
+        device: torch device (``"cpu"``, ``"cuda"``).
+        dtype: optional torch dtype name (``"bfloat16"`` on GPUs).
+        max_batch_size: larger request batches are split into chunks of this size.
+        model / tokenizer: pass an already-loaded pair instead of ``model_path`` (tests, trainers).
+    """
+
+    name = "transformers"
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        device: str = "cpu",
+        dtype: str | None = None,
+        max_batch_size: int = 64,
+        model: Any = None,
+        tokenizer: Any = None,
+    ) -> None:
+        if model is None:
+            if model_path is None:
+                raise ValueError("TransformersBackend needs model_path or model+tokenizer")
+            model, tokenizer = load_causal_lm(str(model_path), device=device, dtype=dtype)
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.tokenizer.padding_side = "left"
+        self.device = torch.device(device)
+        self.max_batch_size = max_batch_size
+        self.model_path = str(model_path) if model_path is not None else "<in-memory>"
+        self._lock = threading.Lock()  # one generate at a time per model
+
+    def generate(self, prompts: list[str], params: list[SamplingParams]) -> list[Completion]:
+        """Generate one completion per prompt (see :class:`dreamgym.llm.base.LLMBackend`).
+
+        Raises:
+            ValueError: ``len(prompts) != len(params)``.
+        """
+        if len(prompts) != len(params):
+            raise ValueError(f"got {len(prompts)} prompts but {len(params)} sampling params")
+        results: list[Completion] = []
+        with self._lock, torch.inference_mode():
+            for start in range(0, len(prompts), self.max_batch_size):
+                chunk = slice(start, start + self.max_batch_size)
+                results.extend(self._generate_batch(prompts[chunk], params[chunk]))
+        return results
+
+    def _generate_batch(self, prompts: list[str], params: list[SamplingParams]) -> list[Completion]:
+        tok = self.tokenizer
+        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+        input_ids = enc.input_ids.to(self.device)
+        mask = enc.attention_mask.to(self.device)
+        prompt_lens = mask.sum(dim=1).tolist()
+        gens = [self._generator(p.seed) for p in params]
+        budget = max(p.max_new_tokens for p in params)
+        eos = tok.eos_token_id
+        out_ids: list[list[int]] = [[] for _ in prompts]
+        done = [False] * len(prompts)
+        reasons = ["length"] * len(prompts)
+        position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
+        out = self.model(
+            input_ids=input_ids, attention_mask=mask, position_ids=position_ids, use_cache=True,
+            logits_to_keep=1,
+        )
+        for _ in range(budget):
+            nxt = sample_next_tokens(
+                out.logits[:, -1, :],
+                temperatures=[p.temperature for p in params],
+                top_ps=[p.top_p for p in params],
+                generators=gens,
+            )
+            for i, token in enumerate(nxt.tolist()):
+                if done[i]:
+                    continue
+                if token == eos:
+                    done[i], reasons[i] = True, "stop"
+                    continue
+                out_ids[i].append(token)
+                if len(out_ids[i]) >= params[i].max_new_tokens:
+                    done[i] = True
+                elif params[i].stop and self._hit_stop(out_ids[i], params[i].stop):
+                    done[i], reasons[i] = True, "stop"
+            if all(done):
+                break
+            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+            position_ids = position_ids[:, -1:] + 1
+            out = self.model(
+                input_ids=nxt.to(self.device)[:, None],
+                attention_mask=mask,
+                position_ids=position_ids,
+                past_key_values=out.past_key_values,
+                use_cache=True,
+            )
+        return [
+            self._completion(ids, params[i], prompt_lens[i], reasons[i])
+            for i, ids in enumerate(out_ids)
+        ]
+
+    def _generator(self, seed: int | None) -> torch.Generator | None:
+        if seed is None:
+            return None
+        gen = torch.Generator(device="cpu")
+        gen.manual_seed(int(seed) % (2**63))
+        return gen
+
+    def _hit_stop(self, ids: list[int], stop: tuple[str, ...]) -> bool:
+        tail = self.tokenizer.decode(ids[-16:], skip_special_tokens=True)
+        return any(s in tail for s in stop)
+
+    def _completion(
+        self, ids: list[int], params: SamplingParams, prompt_len: int, reason: str
+    ) -> Completion:
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        for s in params.stop:
+            cut = text.find(s)
+            if cut >= 0:
+                text = text[:cut]
+        return Completion(
+            text=text,
+            num_prompt_tokens=int(prompt_len),
+            num_completion_tokens=len(ids),
+            finish_reason="stop" if reason == "stop" else "length",
+        )

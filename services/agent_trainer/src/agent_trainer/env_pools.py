@@ -1,0 +1,136 @@
+"""Where rollouts are played: the imagined environment (REST) or a real one (in process).
+
+Both pools speak one small async protocol over the shared abstract state, so the same rollout,
+training and evaluation code runs in DreamGym, in sim-to-real fine-tuning and in the real-env
+baseline (paper §4.3: the same mapping to the abstract state in both settings).
+
+- :class:`ImaginedEnvPool` — episodes of the experience-model service; every real-environment
+  counter stays at zero, by construction.
+- :class:`RealEnvPool` — real adapters (``dreamgym.envs``), a fixed number of instances reused
+  across waves of episodes, blocking calls run in worker threads; counts every real step in
+  :attr:`RealEnvPool.real_steps`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from dreamgym.clients.experience_model import AsyncExperienceModelClient
+from dreamgym.envs.base import RealEnv
+from dreamgym.types import AbstractState, Task
+
+__all__ = ["EnvPool", "EnvStep", "ImaginedEnvPool", "RealEnvPool"]
+
+
+@dataclass(frozen=True)
+class EnvStep:
+    """One step's outcome in either environment."""
+
+    state: AbstractState
+    reward: float
+    terminated: bool
+    truncated: bool
+    won: bool
+    info: dict[str, Any]
+
+
+class EnvPool(Protocol):
+    """Episode factory used by rollouts. ``max_concurrency`` bounds simultaneous episodes."""
+
+    max_concurrency: int
+    real: bool
+
+    async def reset(self, task: Task, *, seed: int, max_steps: int) -> tuple[Any, AbstractState]:
+        """Start an episode; returns ``(handle, initial_state)``."""
+        ...
+
+    async def step(self, handle: Any, action: str) -> EnvStep:
+        """Advance the episode."""
+        ...
+
+    async def close(self, handle: Any) -> None:
+        """Release the episode (always called, also after errors)."""
+        ...
+
+
+class ImaginedEnvPool:
+    """Episodes in the experience model (DreamGym's imagined environment)."""
+
+    real = False
+
+    def __init__(self, client: AsyncExperienceModelClient, *, max_concurrency: int = 1024) -> None:
+        self.client = client
+        self.max_concurrency = max_concurrency
+
+    async def reset(self, task: Task, *, seed: int, max_steps: int) -> tuple[Any, AbstractState]:
+        ep = await self.client.reset(task, seed=seed, max_steps=max_steps)
+        return ep.episode_id, ep.state
+
+    async def step(self, handle: Any, action: str) -> EnvStep:
+        out = await self.client.step(handle, action)
+        return EnvStep(
+            state=out.state, reward=out.reward, terminated=out.terminated,
+            truncated=out.truncated, won=out.info.won,
+            info={"reasoning": out.info.reasoning, "retrieved": out.info.retrieved},
+        )
+
+    async def close(self, handle: Any) -> None:
+        try:
+            await self.client.close_episode(handle)
+        except Exception:  # already expired/closed: nothing left to free
+            pass
+
+
+class RealEnvPool:
+    """Episodes in real environments, one adapter instance per concurrent episode.
+
+    Args:
+        make_env: factory of a fresh adapter (e.g. ``lambda: make_env("twx-coin", max_steps=10)``).
+        max_concurrency: adapter instances (each may hold a JVM or a game process).
+    """
+
+    real = True
+
+    def __init__(self, make_env: Callable[[], RealEnv], *, max_concurrency: int = 8) -> None:
+        self.make_env = make_env
+        self.max_concurrency = max_concurrency
+        self._free: list[RealEnv] = []
+        self._all: list[RealEnv] = []
+        self.real_steps = 0
+
+    def _acquire(self) -> RealEnv:
+        if self._free:
+            return self._free.pop()
+        if len(self._all) >= self.max_concurrency:
+            raise RuntimeError(f"more than max_concurrency={self.max_concurrency} live episodes")
+        env = self.make_env()
+        self._all.append(env)
+        return env
+
+    async def reset(self, task: Task, *, seed: int, max_steps: int) -> tuple[Any, AbstractState]:
+        if task.game_seed is None:
+            raise ValueError(f"task '{task.task_id}' has no game_seed: it cannot run in a real env")
+        env = self._acquire()
+        env.max_steps = max_steps
+        state, _ = await asyncio.to_thread(env.reset, task.game_seed, task.split)
+        del seed  # real games are deterministic in (split, game_seed)
+        return env, state
+
+    async def step(self, handle: Any, action: str) -> EnvStep:
+        result = await asyncio.to_thread(handle.step, action)
+        self.real_steps += 1
+        return EnvStep(state=result.state, reward=result.reward, terminated=result.terminated,
+                       truncated=result.truncated, won=result.won, info=dict(result.info))
+
+    async def close(self, handle: Any) -> None:
+        self._free.append(handle)
+
+    def shutdown(self) -> None:
+        """Close every adapter."""
+        for env in self._all:
+            env.close()
+        self._all.clear()
+        self._free.clear()

@@ -1,0 +1,14 @@
+"""Job kinds the trainer runs (each ``run(config: dict, ctx: JobContext) -> dict``).
+
+- ``collect``  — seed data: real expert/random/ε-greedy episodes → replay store; tasks → /tasks
+- ``fidelity`` — experience-model fidelity on held-out real transitions
+- ``grpo``     — GRPO in the imagined environment (0 real interactions)
+- ``evaluate`` — a policy (or the random baseline) on held-out real games, with 95% CIs
+"""
+
+JOB_KINDS = {
+    "collect": "agent_trainer.jobs.collect:run",
+    "fidelity": "agent_trainer.jobs.fidelity:run",
+    "grpo": "agent_trainer.jobs.grpo:run",
+    "evaluate": "agent_trainer.jobs.evaluate:run",
+}

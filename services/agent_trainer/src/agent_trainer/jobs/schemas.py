@@ -1,0 +1,100 @@
+"""Validated job configurations (a bad config is a 422 naming the field at submit time)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, TypeAdapter
+
+from agent_trainer.config import EvaluateConfig, GRPOConfig
+from dreamgym.types import WireModel
+
+__all__ = ["CollectJobConfig", "FidelityJobConfig", "ServiceURLs", "VALIDATORS"]
+
+
+class ServiceURLs(WireModel):
+    """Where a job finds the other services (filled from the trainer's settings if omitted)."""
+
+    experience_model: str | None = None
+    replay_store: str | None = None
+    task_generator: str | None = None
+
+
+class CollectJobConfig(WireModel):
+    """Seed-data collection (paper §2: expert + random trajectories seed the buffer).
+
+    Attributes:
+        environment: real environment id.
+        train_seeds: number of train-split games; every game is played once per policy.
+        eval_tasks: number of eval-split games registered as held-out tasks (reset only).
+        max_steps: step limit of collected episodes.
+        policies: behaviour policies, e.g. ``["expert", "random", "epsilon_greedy:0.3"]``.
+        seed: collection seed.
+    """
+
+    environment: str = "twx-coin"
+    train_seeds: int = Field(default=120, ge=1, le=100_000)
+    eval_tasks: int = Field(default=200, ge=0, le=100_000)
+    max_steps: int = Field(default=10, ge=1, le=1000)
+    policies: list[str] = Field(default_factory=lambda: ["expert", "random", "epsilon_greedy:0.3"],
+                                min_length=1)
+    seed: int = 0
+    services: ServiceURLs = Field(default_factory=ServiceURLs)
+
+
+class FidelityJobConfig(WireModel):
+    """Experience-model fidelity on held-out real transitions."""
+
+    environment: str = "twx-coin"
+    episodes: int = Field(default=60, ge=1, le=10_000)
+    max_steps: int = Field(default=10, ge=1, le=1000)
+    seed: int = 0
+    services: ServiceURLs = Field(default_factory=ServiceURLs)
+
+
+class GRPOJobConfig(WireModel):
+    """A GRPO job: the hyperparameters plus where the services are."""
+
+    grpo: dict[str, Any] = Field(default_factory=dict)
+    resume: bool = True
+    services: ServiceURLs = Field(default_factory=ServiceURLs)
+
+
+class EvaluateJobConfig(WireModel):
+    """An evaluation job."""
+
+    evaluate: dict[str, Any] = Field(default_factory=dict)
+
+
+_GRPO = TypeAdapter(GRPOConfig)
+_EVAL = TypeAdapter(EvaluateConfig)
+
+
+def _grpo(config: dict[str, Any]) -> dict[str, Any]:
+    job = GRPOJobConfig.model_validate(config)
+    _GRPO.validate_python(job.grpo)  # raises a ValidationError naming the field
+    return job.model_dump()
+
+
+def _evaluate(config: dict[str, Any]) -> dict[str, Any]:
+    job = EvaluateJobConfig.model_validate(config)
+    _EVAL.validate_python(job.evaluate)
+    return job.model_dump()
+
+
+VALIDATORS = {
+    "collect": lambda c: CollectJobConfig.model_validate(c).model_dump(),
+    "fidelity": lambda c: FidelityJobConfig.model_validate(c).model_dump(),
+    "grpo": _grpo,
+    "evaluate": _evaluate,
+}
+
+
+def grpo_config(config: dict[str, Any]) -> GRPOConfig:
+    """The validated :class:`GRPOConfig` of a job config."""
+    return _GRPO.validate_python(config.get("grpo", {}))
+
+
+def evaluate_config(config: dict[str, Any]) -> EvaluateConfig:
+    """The validated :class:`EvaluateConfig` of a job config."""
+    return _EVAL.validate_python(config.get("evaluate", {}))

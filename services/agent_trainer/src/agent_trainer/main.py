@@ -1,0 +1,83 @@
+"""App factory of the agent trainer: the job API over a :class:`~dreamgym.jobs.LocalJobRunner`.
+
+Routes: ``POST /v1/jobs``, ``GET /v1/jobs``, ``GET /v1/jobs/{id}``, ``POST /v1/jobs/{id}/cancel``,
+``GET /v1/jobs/{id}/metrics``, ``/healthz``, ``/readyz``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from pydantic import ValidationError
+
+from agent_trainer import __version__
+from agent_trainer.api.routes import jobs
+from agent_trainer.jobs import JOB_KINDS
+from agent_trainer.jobs.schemas import VALIDATORS
+from agent_trainer.settings import Settings, get_settings
+from dreamgym.errors import InvalidRequestError
+from dreamgym.jobs import LocalJobRunner
+from dreamgym.server import configure_logging, health_router, install_error_handlers
+from dreamgym.server.errors import validation_message
+
+__all__ = ["create_app"]
+
+SERVICE_NAME = "agent-trainer"
+
+
+def _validator(kind: str) -> Any:
+    def validate(config: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return VALIDATORS[kind](config)  # type: ignore[no-any-return]
+        except ValidationError as exc:
+            message, param = validation_message(
+                [{**e, "loc": ("config", *e["loc"])} for e in exc.errors()])
+            raise InvalidRequestError(message, param=param) from None
+        except ValueError as exc:
+            raise InvalidRequestError(str(exc), param="config") from None
+
+    return validate
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the trainer app."""
+    settings = settings or get_settings()
+
+    def with_service_urls(kind: str, config: dict[str, Any]) -> dict[str, Any]:
+        if kind == "evaluate":
+            return config
+        services = dict(config.get("services") or {})
+        services.setdefault("experience_model", settings.experience_model_url)
+        services.setdefault("replay_store", settings.replay_store_url)
+        services.setdefault("task_generator", settings.task_generator_url)
+        return {**config, "services": services}
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        configure_logging(SERVICE_NAME, settings.log_level, settings.json_logs)
+        runner = LocalJobRunner(
+            settings.data_dir / "jobs", JOB_KINDS,
+            {kind: _validator(kind) for kind in JOB_KINDS},
+            max_running=settings.max_running_jobs,
+        )
+        app.state.runner = runner
+        app.state.with_service_urls = with_service_urls
+        try:
+            yield
+        finally:
+            runner.shutdown()
+
+    app = FastAPI(title="DreamGym agent trainer", version=__version__, lifespan=lifespan,
+                  description="GRPO jobs in the imagined environment, real-environment "
+                  "evaluation and seed-data collection (arXiv 2511.03773).")
+    install_error_handlers(app)
+
+    def _runner_up(request: Request) -> str | None:
+        return None if getattr(request.app.state, "runner", None) else "job runner not started"
+
+    app.include_router(health_router(SERVICE_NAME, __version__, {"runner": _runner_up}))
+    app.include_router(jobs.router)
+    return app

@@ -1,0 +1,1 @@
+"""Route modules: episodes, transitions (stateless predict), model admin."""

@@ -1,0 +1,70 @@
+"""Episode routes: reset, step, read, close (OpenEnv/Gymnasium-style, stateful over HTTP)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from dreamgym.errors import ErrorResponse
+from dreamgym.experience_types import (
+    EpisodeDetail,
+    EpisodeResetRequest,
+    EpisodeResponse,
+    EpisodeStepRequest,
+    EpisodeStepResponse,
+    StepInfo,
+)
+from experience_model.api.deps import EpisodeServiceDep
+from experience_model.domain.episodes import Episode
+
+router = APIRouter(prefix="/v1/episodes", tags=["episodes"])
+
+_ERRORS = {code: {"model": ErrorResponse} for code in (404, 409, 422, 429, 502, 503, 504)}
+
+
+def _episode(ep: Episode) -> EpisodeResponse:
+    return EpisodeResponse(
+        episode_id=ep.episode_id, task_id=ep.task.task_id, state=ep.state,
+        terminated=ep.terminated, truncated=ep.truncated, max_steps=ep.max_steps,
+    )
+
+
+@router.post("", response_model=EpisodeResponse, status_code=201, responses=_ERRORS)
+def reset_episode(body: EpisodeResetRequest, service: EpisodeServiceDep) -> EpisodeResponse:
+    """Start an imagined episode in the task's initial abstract state."""
+    ep = service.reset(body.task, seed=body.seed, max_steps=body.max_steps,
+                       episode_id=body.episode_id)
+    return _episode(ep)
+
+
+@router.post("/{episode_id}/step", response_model=EpisodeStepResponse, responses=_ERRORS)
+async def step_episode(
+    episode_id: str, body: EpisodeStepRequest, service: EpisodeServiceDep
+) -> EpisodeStepResponse:
+    """Apply one action; the experience model predicts next observation, reward and flags."""
+    out = await service.step(episode_id, body.action, seed=body.seed)
+    p, tr = out.prediction, out.transition
+    return EpisodeStepResponse(
+        episode_id=episode_id, observation=tr.next_observation,
+        admissible_actions=tr.next_admissible_actions, reward=tr.reward,
+        terminated=tr.terminated, truncated=tr.truncated, state=out.episode.state, transition=tr,
+        info=StepInfo(reasoning=p.reasoning, won=bool(tr.won), retrieved=p.retrieved,
+                      attempts=p.attempts, latency_ms=round(p.latency_ms, 3),
+                      prompt_tokens=p.prompt_tokens, completion_tokens=p.completion_tokens),
+    )
+
+
+@router.get("/{episode_id}", response_model=EpisodeDetail, responses=_ERRORS)
+def get_episode(episode_id: str, service: EpisodeServiceDep) -> EpisodeDetail:
+    """The episode's current state and transitions."""
+    ep = service.get(episode_id)
+    return EpisodeDetail(**_episode(ep).model_dump(), transitions=list(ep.transitions))
+
+
+@router.delete("/{episode_id}", status_code=204, responses=_ERRORS)
+def close_episode(episode_id: str, service: EpisodeServiceDep) -> Response:
+    """Close the episode and free its state (404 if it does not exist)."""
+    from dreamgym.errors import EpisodeNotFoundError  # noqa: PLC0415
+
+    if not service.close(episode_id):
+        raise EpisodeNotFoundError(episode_id)
+    return Response(status_code=204)

@@ -1,0 +1,42 @@
+"""Stateless prediction: the next state for a given (task, history, state, action)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from dreamgym.errors import ErrorResponse, MalformedTransitionError
+from dreamgym.experience_types import Prediction, PredictRequest, PredictResponse
+from experience_model.api.deps import EpisodeServiceDep
+from experience_model.domain.prompts import HistoryStep
+from experience_model.domain.simulator import StepQuery
+
+router = APIRouter(prefix="/v1/transitions", tags=["transitions"])
+
+
+@router.post(
+    ":predict", response_model=PredictResponse,
+    responses={code: {"model": ErrorResponse} for code in (422, 429, 503)},
+)
+async def predict_transitions(body: PredictRequest, service: EpisodeServiceDep) -> PredictResponse:
+    """Predict next states for teacher-forced inputs (e.g. held-out real transitions).
+
+    Per-query parse failures are returned in that query's ``error``; the batch never fails as a
+    whole because of one malformed completion.
+    """
+    queries = [
+        StepQuery(task=q.task, environment=q.environment, observation=q.observation,
+                  admissible_actions=q.admissible_actions, action=q.action,
+                  history=[HistoryStep(h.observation, h.action) for h in q.history], seed=q.seed)
+        for q in body.queries
+    ]
+    results = await service.model.predict(queries)
+    out = []
+    for r in results:
+        if isinstance(r, MalformedTransitionError):
+            out.append(Prediction(error=r.to_response().error, attempts=r.attempts))
+        else:
+            out.append(Prediction(observation=r.observation,
+                                  admissible_actions=r.admissible_actions, reward=r.reward,
+                                  terminated=r.terminated, reasoning=r.reasoning,
+                                  attempts=r.attempts))
+    return PredictResponse(predictions=out)

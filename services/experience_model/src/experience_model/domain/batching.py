@@ -1,0 +1,150 @@
+"""Dynamic micro-batching of concurrent requests into one backend call.
+
+Concurrent ``/step`` calls from different episodes are queued; a single worker task takes up to
+``max_batch_size`` items, waiting at most ``max_wait_s`` after the first one arrives, and processes
+them together (one retrieval call, one ``generate`` over the batch). The queue is bounded:
+:meth:`MicroBatcher.submit` raises :class:`~dreamgym.errors.CapacityError` (429) when it is full,
+so overload is answered honestly instead of growing latency without bound. A caller that goes
+away (client disconnect, timeout) cancels its future and its item is skipped if not yet started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from dreamgym.errors import CapacityError
+
+__all__ = ["BatchStats", "MicroBatcher"]
+
+In = TypeVar("In")
+Out = TypeVar("Out")
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class BatchStats:
+    """Counters of the batcher (exported as metrics)."""
+
+    batches: int = 0
+    items: int = 0
+    skipped_cancelled: int = 0
+    rejected_full: int = 0
+    last_batch_size: int = 0
+    batch_sizes: list[int] = field(default_factory=list)
+
+
+class MicroBatcher(Generic[In, Out]):
+    """Gather concurrent submissions into batches.
+
+    Args:
+        process: ``async (items) -> results`` with one result per item, in order; a result may be
+            an ``Exception`` instance, which is raised to that item's caller only.
+        max_batch_size: most items per batch (>= 1).
+        max_wait_s: longest wait for more items after the first (seconds, >= 0).
+        max_queue: most queued items before :meth:`submit` answers 429.
+    """
+
+    def __init__(
+        self,
+        process: Callable[[list[In]], Awaitable[list[Out | BaseException]]],
+        *,
+        max_batch_size: int = 64,
+        max_wait_s: float = 0.005,
+        max_queue: int = 4096,
+    ) -> None:
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        if max_wait_s < 0:
+            raise ValueError(f"max_wait_s must be >= 0, got {max_wait_s}")
+        self._process = process
+        self.max_batch_size = max_batch_size
+        self.max_wait_s = max_wait_s
+        self.max_queue = max_queue
+        self._queue: asyncio.Queue[tuple[In, asyncio.Future[Out]]] | None = None
+        self._worker: asyncio.Task[None] | None = None
+        self.stats = BatchStats()
+
+    @property
+    def queue_depth(self) -> int:
+        """Items waiting to be batched."""
+        return self._queue.qsize() if self._queue is not None else 0
+
+    def start(self) -> None:
+        """Start the worker task on the running event loop (idempotent)."""
+        if self._worker is None or self._worker.done():
+            self._queue = asyncio.Queue(maxsize=self.max_queue)
+            self._worker = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        """Cancel the worker; queued items fail with ``CancelledError``."""
+        if self._worker is not None:
+            self._worker.cancel()
+            try:
+                await self._worker
+            except asyncio.CancelledError:
+                pass
+            self._worker = None
+
+    async def submit(self, item: In) -> Out:
+        """Queue ``item`` and wait for its result.
+
+        Raises:
+            CapacityError: the queue is full (429, ``Retry-After`` 1 s).
+            Exception: whatever the processing returned for this item.
+        """
+        self.start()
+        assert self._queue is not None
+        future: asyncio.Future[Out] = asyncio.get_running_loop().create_future()
+        try:
+            self._queue.put_nowait((item, future))
+        except asyncio.QueueFull:
+            self.stats.rejected_full += 1
+            raise CapacityError(
+                f"experience model queue is full ({self.max_queue} pending steps); retry later",
+                retry_after_s=1.0,
+            ) from None
+        return await future
+
+    async def _collect(self) -> list[tuple[In, asyncio.Future[Out]]]:
+        assert self._queue is not None
+        batch = [await self._queue.get()]
+        deadline = time.monotonic() + self.max_wait_s
+        while len(batch) < self.max_batch_size:
+            remaining = deadline - time.monotonic()
+            try:
+                if remaining <= 0:
+                    batch.append(self._queue.get_nowait())
+                else:
+                    batch.append(await asyncio.wait_for(self._queue.get(), remaining))
+            except (asyncio.QueueEmpty, TimeoutError):
+                break
+        return batch
+
+    async def _run(self) -> None:
+        while True:
+            batch = await self._collect()
+            live = [(item, fut) for item, fut in batch if not fut.done()]
+            self.stats.skipped_cancelled += len(batch) - len(live)
+            if not live:
+                continue
+            self.stats.batches += 1
+            self.stats.items += len(live)
+            self.stats.last_batch_size = len(live)
+            try:
+                results = await self._process([item for item, _ in live])
+            except Exception as exc:  # the whole batch failed: every caller gets the error
+                logger.exception("batch of %d failed", len(live))
+                results = [exc] * len(live)
+            for (_, fut), result in zip(live, results, strict=True):
+                if fut.done():
+                    continue
+                if isinstance(result, BaseException):
+                    fut.set_exception(result)
+                else:
+                    fut.set_result(result)

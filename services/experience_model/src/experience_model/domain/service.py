@@ -1,0 +1,188 @@
+"""Episode lifecycle on top of the experience model: reset, step, read, close.
+
+``reset`` starts an imagined episode from a task's initial abstract state. ``step`` sends the
+episode's (task, history, state, action) through the micro-batcher to the experience model and
+applies the prediction: ``terminated`` comes from the model, ``truncated`` from the episode's step
+limit, ``won`` is ``terminated and reward > 0`` (outcome reward, paper §4.1.1).
+
+A step that fails (malformed output after retries, deadline exceeded, capacity) leaves the episode
+exactly as it was, so the client can retry the step or mask the rollout. Two concurrent steps on
+the same episode are refused with 409 rather than interleaved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass
+
+from dreamgym.errors import ConflictError, MalformedTransitionError, StepTimeoutError
+from dreamgym.types import AbstractState, Task, Transition
+from experience_model.domain.batching import MicroBatcher
+from experience_model.domain.episodes import Episode, EpisodeStore, new_episode_id
+from experience_model.domain.prompts import HistoryStep
+from experience_model.domain.simulator import ExperienceModel, StepPrediction, StepQuery
+
+__all__ = ["EpisodeService", "StepOutcome"]
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What a step returns: the stored transition and the updated episode."""
+
+    episode: Episode
+    transition: Transition
+    prediction: StepPrediction
+
+
+def _history(ep: Episode) -> list[HistoryStep]:
+    return [HistoryStep(observation=t.observation, action=t.action) for t in ep.transitions]
+
+
+class EpisodeService:
+    """Reset/step/close imagined episodes.
+
+    Args:
+        store: where episodes live.
+        model: the experience model (used through a micro-batcher).
+        default_max_steps: step limit when a reset does not give one.
+        max_steps_limit: largest step limit a reset may ask for.
+        step_timeout_s: deadline of one step (504 after it; the episode stays usable).
+        max_batch_size / max_wait_s / max_queue: micro-batching bounds.
+    """
+
+    def __init__(
+        self,
+        store: EpisodeStore,
+        model: ExperienceModel,
+        *,
+        default_max_steps: int = 30,
+        max_steps_limit: int = 200,
+        step_timeout_s: float = 60.0,
+        max_batch_size: int = 64,
+        max_wait_s: float = 0.005,
+        max_queue: int = 4096,
+    ) -> None:
+        self.store = store
+        self.model = model
+        self.default_max_steps = default_max_steps
+        self.max_steps_limit = max_steps_limit
+        self.step_timeout_s = step_timeout_s
+        self.batcher: MicroBatcher[StepQuery, StepPrediction] = MicroBatcher(
+            self._predict, max_batch_size=max_batch_size, max_wait_s=max_wait_s,
+            max_queue=max_queue,
+        )
+        self._in_flight: set[str] = set()
+        self._lock = threading.Lock()
+
+    async def _predict(
+        self, queries: list[StepQuery]
+    ) -> list[StepPrediction | BaseException]:
+        return list(await self.model.predict(queries))
+
+    def reset(
+        self, task: Task, *, seed: int | None = None, max_steps: int | None = None,
+        episode_id: str | None = None,
+    ) -> Episode:
+        """Start an episode in the task's initial state.
+
+        Raises:
+            InvalidRequestError: ``max_steps`` above the service limit (422).
+            CapacityError: too many live episodes (429).
+            ConflictError: ``episode_id`` already in use (409).
+        """
+        from dreamgym.errors import EpisodeNotFoundError, InvalidRequestError  # noqa: PLC0415
+
+        limit = max_steps or self.default_max_steps
+        if limit > self.max_steps_limit:
+            raise InvalidRequestError(
+                f"max_steps={limit} exceeds this service's limit {self.max_steps_limit}",
+                param="max_steps",
+            )
+        if episode_id is not None:
+            try:
+                self.store.get(episode_id)
+            except EpisodeNotFoundError:
+                pass
+            else:
+                raise ConflictError(f"episode '{episode_id}' already exists", param="episode_id")
+        episode = Episode(
+            episode_id=episode_id or new_episode_id(),
+            task=task,
+            state=task.initial_state(),
+            max_steps=limit,
+            seed=seed,
+        )
+        self.store.create(episode)
+        return episode
+
+    def get(self, episode_id: str) -> Episode:
+        """The episode (404 if unknown/expired)."""
+        return self.store.get(episode_id)
+
+    def close(self, episode_id: str) -> bool:
+        """Forget the episode; True if it existed."""
+        return self.store.delete(episode_id)
+
+    def _claim(self, episode_id: str) -> None:
+        with self._lock:
+            if episode_id in self._in_flight:
+                raise ConflictError(
+                    f"a step of episode '{episode_id}' is already in progress", param="episode_id"
+                )
+            self._in_flight.add(episode_id)
+
+    async def step(self, episode_id: str, action: str, *, seed: int | None = None) -> StepOutcome:
+        """Advance the episode by one imagined step.
+
+        Raises:
+            EpisodeNotFoundError (404), EpisodeFinishedError (409), ConflictError (409, concurrent
+            step), CapacityError (429), StepTimeoutError (504), MalformedTransitionError (502).
+        """
+        episode = self.store.get(episode_id)
+        episode.ensure_running()
+        self._claim(episode_id)
+        try:
+            prediction = await self._predict_one(episode, action, seed)
+            return self._apply(episode, action, prediction)
+        finally:
+            with self._lock:
+                self._in_flight.discard(episode_id)
+
+    async def _predict_one(self, ep: Episode, action: str, seed: int | None) -> StepPrediction:
+        step_seed = seed if seed is not None else (
+            None if ep.seed is None else ep.seed * 1009 + len(ep.transitions)
+        )
+        query = StepQuery(
+            task=ep.task.instruction, environment=ep.task.environment,
+            observation=ep.state.observation, admissible_actions=ep.state.admissible_actions,
+            action=action, history=_history(ep), seed=step_seed,
+        )
+        try:
+            result = await asyncio.wait_for(self.batcher.submit(query), self.step_timeout_s)
+        except TimeoutError:
+            raise StepTimeoutError(
+                f"step exceeded its {self.step_timeout_s:.0f}s deadline; the episode is unchanged"
+            ) from None
+        if isinstance(result, MalformedTransitionError):
+            raise result
+        return result
+
+    def _apply(self, ep: Episode, action: str, p: StepPrediction) -> StepOutcome:
+        step = len(ep.transitions)
+        truncated = not p.terminated and step + 1 >= ep.max_steps
+        transition = Transition(
+            step=step, observation=ep.state.observation,
+            admissible_actions=list(ep.state.admissible_actions), action=action,
+            next_observation=p.observation, next_admissible_actions=list(p.admissible_actions),
+            reward=p.reward, terminated=p.terminated, truncated=truncated,
+            won=p.terminated and p.reward > 0, reasoning=p.reasoning or None,
+        )
+        ep.transitions.append(transition)
+        ep.state = AbstractState(
+            task=ep.task.instruction, observation=p.observation,
+            admissible_actions=list(p.admissible_actions), step=step + 1,
+        )
+        ep.terminated, ep.truncated = p.terminated, truncated
+        self.store.save(ep)
+        return StepOutcome(episode=ep, transition=transition, prediction=p)

@@ -1,0 +1,161 @@
+"""App factory of the experience model service.
+
+``create_app(settings)`` returns a FastAPI app whose lifespan loads the LLM backend (in a worker
+thread), connects the replay-store retriever, builds the :class:`EpisodeService` and starts a
+reaper that expires idle episodes. Routes: ``/v1/episodes`` (reset/step/get/close),
+``/v1/transitions:predict``, ``/v1/model``, ``/v1/model:reload``, ``/healthz``, ``/readyz``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
+
+from dreamgym.experience_types import ModelInfo
+from dreamgym.llm.base import LLMBackend
+from dreamgym.server import configure_logging, health_router, install_error_handlers
+from experience_model import __version__
+from experience_model.adapters.backends import build_backend
+from experience_model.api.routes import episodes, model, training, transitions
+from experience_model.domain.episodes import InMemoryEpisodeStore
+from experience_model.domain.prompts import FORMAT_VERSION, PromptOptions
+from experience_model.domain.service import EpisodeService
+from experience_model.domain.simulator import ExperienceModel, Retriever, SamplingConfig
+from experience_model.settings import Settings, get_settings
+
+__all__ = ["Runtime", "create_app"]
+
+SERVICE_NAME = "experience-model"
+logger = logging.getLogger(__name__)
+
+
+class Runtime:
+    """Everything the routes need, built once by the lifespan."""
+
+    def __init__(self, settings: Settings, backend: LLMBackend, retriever: Retriever | None,
+                 model_path: str) -> None:
+        self.settings = settings
+        self.model_path = model_path
+        self.model = ExperienceModel(
+            backend, retriever, k=settings.retrieval_k,
+            options=PromptOptions(history_length=settings.history_length,
+                                  use_retrieval=settings.use_retrieval),
+            sampling=SamplingConfig(max_new_tokens=settings.max_new_tokens,
+                                    temperature=settings.temperature, top_p=settings.top_p,
+                                    parse_retries=settings.parse_retries),
+        )
+        self.store = InMemoryEpisodeStore(
+            ttl_s=settings.episode_ttl_s, max_episodes=settings.max_live_episodes,
+            finished_ttl_s=settings.finished_episode_ttl_s,
+        )
+        self.episodes = EpisodeService(
+            self.store, self.model, default_max_steps=settings.default_max_steps,
+            max_steps_limit=settings.max_steps_limit, step_timeout_s=settings.step_timeout_s,
+            max_batch_size=settings.max_batch_size,
+            max_wait_s=settings.max_batch_wait_ms / 1000.0, max_queue=settings.max_queue,
+        )
+
+    def reload(self, model_path: str) -> None:
+        """Swap in a new checkpoint; in-flight batches finish on the old one."""
+        backend = build_backend(self.settings, model_path)
+        self.model.backend = backend
+        self.model_path = model_path
+        logger.info("reloaded experience model", extra={"model_path": model_path})
+
+    def info(self) -> ModelInfo:
+        """Describe what is served."""
+        return ModelInfo(
+            backend=self.settings.backend, model_path=self.model_path,
+            format_version=FORMAT_VERSION, retrieval_k=self.settings.retrieval_k,
+            retrieval_source=self.settings.retrieval_source,
+            history_length=self.settings.history_length, live_episodes=len(self.store),
+        )
+
+
+def _build_retriever(settings: Settings) -> tuple[Retriever | None, Any]:
+    if not settings.replay_store_url or not settings.use_retrieval or settings.retrieval_k == 0:
+        return None, None
+    from dreamgym.clients.replay_store import AsyncReplayStoreClient  # noqa: PLC0415
+    from experience_model.adapters.retrieval import ReplayStoreRetriever  # noqa: PLC0415
+
+    client = AsyncReplayStoreClient(settings.replay_store_url, timeout_s=30.0)
+    source = None if settings.retrieval_source == "any" else settings.retrieval_source
+    return ReplayStoreRetriever(client, source=source), client
+
+
+def _training_runner(settings: Settings) -> Any:
+    from dreamgym.errors import InvalidRequestError  # noqa: PLC0415
+    from dreamgym.jobs import LocalJobRunner  # noqa: PLC0415
+    from dreamgym.server.errors import validation_message  # noqa: PLC0415
+    from experience_model.training.job import validate  # noqa: PLC0415
+
+    def checked(config: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return validate(config)
+        except ValidationError as exc:
+            message, param = validation_message(
+                [{**e, "loc": ("config", *e["loc"])} for e in exc.errors()])
+            raise InvalidRequestError(message, param=param) from None
+
+    return LocalJobRunner(settings.data_dir / "training-jobs",
+                          {"sft": "experience_model.training.job:run"}, {"sft": checked},
+                          max_running=1)
+
+
+async def _reap_forever(runtime: Runtime, interval_s: float) -> None:
+    while True:
+        await asyncio.sleep(interval_s)
+        dropped = runtime.store.reap()
+        if dropped:
+            logger.info("reaped expired episodes", extra={"dropped": dropped})
+
+
+def create_app(settings: Settings | None = None, *, backend: LLMBackend | None = None,
+               retriever: Retriever | None = None) -> FastAPI:
+    """Build the app; tests may inject ``backend`` and ``retriever``."""
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        configure_logging(SERVICE_NAME, settings.log_level, settings.json_logs)
+        llm = backend or await run_in_threadpool(build_backend, settings)
+        ret, client = (retriever, None) if retriever is not None else _build_retriever(settings)
+        runtime = Runtime(settings, llm, ret, settings.model_path)
+        app.state.runtime = runtime
+        app.state.training_runner = _training_runner(settings)
+        reaper = asyncio.create_task(_reap_forever(runtime, min(30.0, settings.episode_ttl_s / 4)))
+        try:
+            yield
+        finally:
+            reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reaper
+            await runtime.episodes.batcher.stop()
+            if client is not None:
+                await client.aclose()
+            app.state.training_runner.shutdown()
+
+    app = FastAPI(
+        title="DreamGym experience model", version=__version__, lifespan=lifespan,
+        description="Imagined environment: reset/step episodes whose transitions an LLM "
+        "predicts from task, history, action and retrieved real transitions (arXiv 2511.03773).",
+    )
+    install_error_handlers(app)
+
+    def _loaded(request: Request) -> str | None:
+        return None if getattr(request.app.state, "runtime", None) else "model not loaded"
+
+    app.include_router(health_router(SERVICE_NAME, __version__, {"model": _loaded}))
+    app.include_router(episodes.router)
+    app.include_router(transitions.router)
+    app.include_router(model.router)
+    app.include_router(training.router)
+    return app

@@ -1,0 +1,85 @@
+"""Deployment settings of the experience model (environment variables ``EXPERIENCE_MODEL_*``)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings", "get_settings"]
+
+
+class Settings(BaseSettings):
+    """Experience model settings.
+
+    Attributes:
+        backend: ``"transformers"`` (in-process model), ``"openai"`` (OpenAI-compatible server
+            such as vLLM) or ``"fake"`` (echo backend for smoke runs without a model).
+        model_path: model spec for the transformers backend: a checkpoint directory (e.g. one
+            written by ``experience-model-train``), ``"smollm2-135m"`` or ``"tiny[:...]"``.
+        device / dtype: torch device and optional dtype name (``"bfloat16"`` on GPUs).
+        openai_base_url / openai_model / openai_api_key: the OpenAI-compatible endpoint.
+        replay_store_url: replay store for top-k retrieval; unset disables retrieval.
+        retrieval_k: retrieved transitions per step (k in paper Eq. 4).
+        retrieval_source: retrieve only ``"real"`` transitions, only ``"synthetic"``, or ``"any"``.
+        history_length: past (observation, action) pairs in the prompt (0 disables history).
+        use_retrieval: ablation switch for retrieval.
+        max_new_tokens / temperature / top_p: sampling of the experience model.
+        parse_retries: regenerations of an unparseable completion before a 502.
+        episode_ttl_s: idle time after which a live episode expires.
+        finished_episode_ttl_s: how long finished episodes stay readable.
+        max_live_episodes: live episodes before resets answer 429.
+        default_max_steps / max_steps_limit: step limits of episodes.
+        step_timeout_s: deadline of one step (504 after it).
+        max_batch_size / max_batch_wait_ms / max_queue: dynamic batching bounds.
+        data_dir: where SFT training jobs keep their records and checkpoints.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="EXPERIENCE_MODEL_", env_file=".env", extra="ignore", protected_namespaces=()
+    )
+
+    data_dir: Path = Path(".dreamgym/experience_model")
+    host: str = "0.0.0.0"
+    port: int = Field(default=8001, ge=1, le=65535)
+    log_level: str = "INFO"
+    json_logs: bool = True
+
+    backend: Literal["transformers", "openai", "fake"] = "transformers"
+    model_path: str = "tiny"
+    device: str = "cpu"
+    dtype: str | None = None
+    openai_base_url: str | None = None
+    openai_model: str | None = None
+    openai_api_key: str | None = None
+
+    replay_store_url: str | None = None
+    retrieval_k: int = Field(default=2, ge=0, le=50)
+    retrieval_source: Literal["real", "synthetic", "any"] = "real"
+    history_length: int = Field(default=2, ge=0, le=64)
+    use_retrieval: bool = True
+
+    max_new_tokens: int = Field(default=160, ge=1, le=8192)
+    temperature: float = Field(default=1.0, ge=0.0, le=5.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    parse_retries: int = Field(default=2, ge=0, le=10)
+
+    episode_ttl_s: float = Field(default=600.0, gt=0)
+    finished_episode_ttl_s: float = Field(default=120.0, gt=0)
+    max_live_episodes: int = Field(default=10_000, ge=1)
+    default_max_steps: int = Field(default=30, ge=1)
+    max_steps_limit: int = Field(default=200, ge=1)
+    step_timeout_s: float = Field(default=120.0, gt=0)
+
+    max_batch_size: int = Field(default=64, ge=1, le=4096)
+    max_batch_wait_ms: float = Field(default=5.0, ge=0.0, le=10_000.0)
+    max_queue: int = Field(default=4096, ge=1)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Settings read from the environment once per process."""
+    return Settings()

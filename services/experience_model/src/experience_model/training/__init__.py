@@ -1,0 +1,1 @@
+"""Experience-model training: SFT on replay-store transitions (paper Eq. 5)."""
