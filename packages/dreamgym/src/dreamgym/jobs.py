@@ -143,6 +143,8 @@ def _write(workdir: Path, record: JobRecord) -> None:
 
 def _job_main(root: str, job_id: str, target: str) -> None:
     ctx = JobContext(Path(root), job_id)
+    if ctx.cancelled():  # cancelled while queued (after the spawn): never run the body
+        return
     record = ctx._update(state="running", started_at=_now(), pid=os.getpid())
     try:
         module, _, name = target.partition(":")

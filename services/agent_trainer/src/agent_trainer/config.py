@@ -9,7 +9,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-__all__ = ["EvaluateConfig", "GRPOConfig", "PolicyConfig"]
+__all__ = ["ConfigValueError", "EvaluateConfig", "GRPOConfig", "PolicyConfig"]
+
+# Validated from job configs with pydantic: an unknown key is an error, not silently ignored.
+_FORBID_EXTRA = {"extra": "forbid"}
+
+
+class ConfigValueError(ValueError):
+    """A hyperparameter out of range; ``fields`` names the offending fields (first = param)."""
+
+    def __init__(self, message: str, fields: list[str]) -> None:
+        super().__init__(message)
+        self.fields = list(fields)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,6 +38,8 @@ class PolicyConfig:
             ``"free"`` (unconstrained text, for instruction-tuned models).
     """
 
+    __pydantic_config__ = _FORBID_EXTRA
+
     model: str = "tiny:layers=2,hidden=128,heads=4,intermediate=512"
     init_seed: int = 1
     device: str = "cpu"
@@ -36,7 +49,8 @@ class PolicyConfig:
 
     def __post_init__(self) -> None:
         if self.history_length < 0:
-            raise ValueError(f"history_length must be >= 0, got {self.history_length}")
+            raise ConfigValueError(f"history_length must be >= 0, got {self.history_length}",
+                                   ["history_length"])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,6 +85,8 @@ class GRPOConfig:
         seed: seed of task sampling, episode seeds and policy sampling.
     """
 
+    __pydantic_config__ = _FORBID_EXTRA
+
     environment: str = "twx-coin"
     iterations: int = 20
     tasks_per_iteration: int = 8
@@ -82,7 +98,7 @@ class GRPOConfig:
     minibatch_size: int = 128
     epsilon_low: float = 0.2
     epsilon_high: float = 0.2
-    beta: float = 0.0
+    beta: float = 0.01
     kl_estimator: Literal["k1", "k2", "k3"] = "k3"
     advantage_scale: Literal["group", "batch", "none"] = "group"
     max_grad_norm: float = 1.0
@@ -114,8 +130,8 @@ class GRPOConfig:
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
             values = {name: getattr(self, name) for name in bad}
-            raise ValueError(f"invalid GRPO config values {values} (group_size needs >= 2: "
-                             "a group-relative advantage needs a group)")
+            raise ConfigValueError(f"invalid GRPO config values {values} (group_size needs "
+                                   ">= 2: a group-relative advantage needs a group)", bad)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (saved with every run)."""
@@ -137,6 +153,8 @@ class EvaluateConfig:
         seed: sampling seed.
     """
 
+    __pydantic_config__ = _FORBID_EXTRA
+
     environment: str = "twx-coin"
     policy: str = "random"
     episodes: int = 200
@@ -149,8 +167,10 @@ class EvaluateConfig:
 
     def __post_init__(self) -> None:
         if self.episodes < 1:
-            raise ValueError(f"episodes must be >= 1, got {self.episodes}")
+            raise ConfigValueError(f"episodes must be >= 1, got {self.episodes}", ["episodes"])
         if self.max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
+            raise ConfigValueError(f"max_steps must be >= 1, got {self.max_steps}",
+                                   ["max_steps"])
         if self.concurrency < 1:
-            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+            raise ConfigValueError(f"concurrency must be >= 1, got {self.concurrency}",
+                                   ["concurrency"])

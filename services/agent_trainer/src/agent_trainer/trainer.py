@@ -201,7 +201,7 @@ class GRPOTrainer:
         self.optimizer.step()
         out = {f"policy/{k}" if k != "policy_loss" else "loss/policy": float(v)
                for k, v in stats.items()}
-        out["loss/total"] = float(loss)
+        out["loss/total"] = float(loss.detach())
         out["policy/grad_norm"] = float(grad_norm)
         return out
 
@@ -251,6 +251,7 @@ class GRPOTrainer:
         }
 
     def _log(self, metrics: dict[str, Any]) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)  # step() may run without train()
         with (self.run_dir / "metrics.jsonl").open("a") as f:
             f.write(json.dumps(metrics) + "\n")
         logger.info("iteration %d: return %.3f success %.3f", metrics["iteration"],

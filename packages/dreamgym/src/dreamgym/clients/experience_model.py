@@ -26,6 +26,7 @@ from dreamgym.experience_types import (
     PredictResponse,
     ReloadRequest,
 )
+from dreamgym.jobs import JobRecord
 from dreamgym.types import Task
 
 __all__ = ["AsyncExperienceModelClient", "ExperienceModelClient"]
@@ -83,6 +84,16 @@ class ExperienceModelClient(ServiceClient):
     def model_info(self) -> ModelInfo:
         """What the service serves."""
         return ModelInfo.model_validate(self.request("GET", "/v1/model"))
+
+    def start_training(self, config: dict[str, Any]) -> JobRecord:
+        """Start an experience-model SFT job (``POST /v1/training-jobs``)."""
+        return JobRecord.model_validate(
+            self.request("POST", "/v1/training-jobs", json={"config": config}))
+
+    def get_training(self, job_id: str) -> JobRecord:
+        """An SFT job's record (its ``result.checkpoint`` once succeeded)."""
+        return JobRecord.model_validate(
+            self.request("GET", f"/v1/training-jobs/{quote(job_id, safe='')}"))
 
     def reload(self, model_path: str) -> ModelInfo:
         """Load another checkpoint into the service."""

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from dreamgym.envs.abstraction import abstract_observation, normalise_textworld_text
+from dreamgym.envs.accounting import record_real_step
 from dreamgym.envs.base import StepResult
 from dreamgym.types import AbstractState
 
@@ -275,6 +276,7 @@ class TextWorldEnv:
         previous_score = self._game_state["score"]
         game_state, _, _ = self._game.step(action)
         self.num_steps_total += 1
+        record_real_step()
         self._step += 1
         self._game_state = game_state
         won, lost = bool(game_state["won"]), bool(game_state["lost"])

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dreamgym.envs.abstraction import abstract_observation
+from dreamgym.envs.accounting import record_real_step
 from dreamgym.envs.base import StepResult
 from dreamgym.types import AbstractState
 
@@ -216,6 +217,7 @@ class TWXEnv:
         before = _observable(episode.infos)
         raw, native_reward, _, infos = self._backend.step(action)
         self.num_steps_total += 1
+        record_real_step()
         episode.step += 1
         self._advance_gold(
             episode, action, unchanged=before is not None and before == _observable(infos)

@@ -19,6 +19,7 @@ from agent_trainer.trainer import GRPOTrainer
 from dreamgym.clients.experience_model import AsyncExperienceModelClient
 from dreamgym.clients.replay_store import ReplayStoreClient
 from dreamgym.clients.task_generator import TaskGeneratorClient
+from dreamgym.envs.accounting import real_steps_total
 from dreamgym.errors import DreamGymError
 from dreamgym.jobs import JobContext
 from dreamgym.llm.models import load_causal_lm
@@ -93,7 +94,9 @@ def run(config: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         if resumed_from is not None:
             trainer.load_checkpoint(resumed_from)
         initial = trainer.save_checkpoint() if resumed_from is None else None
+        real_before = real_steps_total()
         metrics = trainer.train()
+        real_during_rl = real_steps_total() - real_before
         ctx.raise_if_cancelled()
     final = (run_dir / "checkpoints" / "latest").resolve()
     ctx.report(checkpoint=str(final))
@@ -102,7 +105,7 @@ def run(config: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         "initial_checkpoint": str(initial or run_dir / "checkpoints" / "iter-00000"),
         "iterations": trainer.iteration,
         "imagined_env_steps": trainer.env_steps,
-        "real_env_steps": 0,  # the pool is the experience model: no real environment is touched
+        "real_env_steps": real_during_rl,  # measured: real adapter steps in this process
         "final_metrics": metrics,
         "metrics_file": str(run_dir / "metrics.jsonl"),
         "resumed_from": str(resumed_from) if resumed_from else None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, TypeAdapter
+from pydantic import Field, TypeAdapter, ValidationError
 
 from agent_trainer.config import EvaluateConfig, GRPOConfig
 from dreamgym.types import WireModel
@@ -70,15 +70,32 @@ _GRPO = TypeAdapter(GRPOConfig)
 _EVAL = TypeAdapter(EvaluateConfig)
 
 
+def _validate_section(adapter: TypeAdapter[Any], section: str, values: dict[str, Any]) -> None:
+    """Validate one config section; errors are located under it (``grpo.group_size``).
+
+    A range check in ``__post_init__`` has no location of its own: it is located at the first
+    field its :class:`~agent_trainer.config.ConfigValueError` names.
+    """
+    try:
+        adapter.validate_python(values)
+    except ValidationError as exc:
+        errors = []
+        for e in exc.errors():
+            cause = (e.get("ctx") or {}).get("error")
+            fields = getattr(cause, "fields", [])[:1]
+            errors.append({**e, "loc": (section, *e["loc"], *fields)})
+        raise ValidationError.from_exception_data(exc.title, errors) from None  # type: ignore[arg-type]
+
+
 def _grpo(config: dict[str, Any]) -> dict[str, Any]:
     job = GRPOJobConfig.model_validate(config)
-    _GRPO.validate_python(job.grpo)  # raises a ValidationError naming the field
+    _validate_section(_GRPO, "grpo", job.grpo)  # raises a ValidationError naming the field
     return job.model_dump()
 
 
 def _evaluate(config: dict[str, Any]) -> dict[str, Any]:
     job = EvaluateJobConfig.model_validate(config)
-    _EVAL.validate_python(job.evaluate)
+    _validate_section(_EVAL, "evaluate", job.evaluate)
     return job.model_dump()
 
 

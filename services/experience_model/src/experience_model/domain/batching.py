@@ -90,6 +90,9 @@ class MicroBatcher(Generic[In, Out]):
             except asyncio.CancelledError:
                 pass
             self._worker = None
+        while self._queue is not None and not self._queue.empty():
+            _, future = self._queue.get_nowait()
+            future.cancel()
 
     async def submit(self, item: In) -> Out:
         """Queue ``item`` and wait for its result.
@@ -124,6 +127,10 @@ class MicroBatcher(Generic[In, Out]):
                     batch.append(await asyncio.wait_for(self._queue.get(), remaining))
             except (asyncio.QueueEmpty, TimeoutError):
                 break
+            except asyncio.CancelledError:  # stopped while gathering: release the callers
+                for _, future in batch:
+                    future.cancel()
+                raise
         return batch
 
     async def _run(self) -> None:
@@ -138,6 +145,10 @@ class MicroBatcher(Generic[In, Out]):
             self.stats.last_batch_size = len(live)
             try:
                 results = await self._process([item for item, _ in live])
+            except asyncio.CancelledError:  # stopped mid-batch: release the callers
+                for _, fut in live:
+                    fut.cancel()
+                raise
             except Exception as exc:  # the whole batch failed: every caller gets the error
                 logger.exception("batch of %d failed", len(live))
                 results = [exc] * len(live)

@@ -144,6 +144,7 @@ class EpisodeService:
         self._claim(episode_id)
         try:
             prediction = await self._predict_one(episode, action, seed)
+            self.store.get(episode_id)  # 404 if closed or expired meanwhile: do not resurrect it
             return self._apply(episode, action, prediction)
         finally:
             with self._lock:

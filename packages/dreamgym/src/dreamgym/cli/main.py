@@ -1,0 +1,135 @@
+"""``dreamgym`` — the command-line tool that drives the platform.
+
+Commands:
+    dreamgym demo      run the main job end to end and write a report
+    dreamgym up        start the local stack (PostgreSQL + pgvector and the four services)
+    dreamgym down      stop what ``up`` started
+    dreamgym status    show what is running
+    dreamgym envs      list the real environments
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(add_completion=False, help=__doc__, no_args_is_help=True)
+console = Console()
+
+DataDir = Annotated[Path, typer.Option(help="Where the stack keeps its data and logs")]
+
+
+def _offline() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@app.command()
+def demo(
+    out: Annotated[Path | None, typer.Option(help="Output folder (default: runs/demo-<time>)")] = None,
+    preset: Annotated[str, typer.Option(help="default (full CPU demo) or quick (minutes)")] = "default",
+    environment: Annotated[str | None, typer.Option(help="Real environment id")] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed of everything")] = None,
+    keep_running: Annotated[bool, typer.Option(help="Leave the stack up afterwards")] = False,
+) -> None:
+    """Seed data → experience model → GRPO in imagination → real held-out evaluation → report."""
+    _offline()
+    from dreamgym.cli.demo import preset as make_preset  # noqa: PLC0415
+    from dreamgym.cli.demo import run_demo  # noqa: PLC0415
+
+    cfg = make_preset(preset, environment=environment, seed=seed)
+    out_dir = (out or Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S")).resolve()
+    console.print(f"[bold]DreamGym main job[/bold] ({preset}) on [cyan]{cfg.environment}[/cyan]; "
+                  f"output: {out_dir}")
+    paths = run_demo(cfg, out_dir, console=console, keep_running=keep_running)
+    report = json.loads(paths["json"].read_text())
+    table = Table(title="Held-out real games")
+    for col in ("policy", "success", "95% CI", "mean reward", "episodes"):
+        table.add_column(col)
+    for name, r in report["policies"].items():
+        table.add_row(name, f"{r['success_rate']:.3f}", f"[{r['ci95_low']:.3f}, {r['ci95_high']:.3f}]",
+                      f"{r['mean_reward']:.3f}", str(r["episodes"]))
+    console.print(table)
+    verdict = report["comparison"].get("dreamgym_vs_before_rl", {})
+    console.print(f"real interactions during RL: {report['real_interactions_rl']}; DreamGym beats "
+                  f"before-RL with non-overlapping CIs: "
+                  f"{verdict.get('dreamgym_better_non_overlapping')}")
+    console.print(f"report: {paths['md']}\n        {paths['json']}\n        {paths['png']}")
+    console.print(f"output folder: {out_dir}")
+
+
+@app.command()
+def up(
+    data_dir: DataDir = Path(".dreamgym"),
+    postgres_port: int = 55432, experience_model_port: int = 8001, replay_store_port: int = 8002,
+    task_generator_port: int = 8003, agent_trainer_port: int = 8004,
+    embedding_model: Annotated[str, typer.Option(help="minilm or hash")] = "minilm",
+    experience_model_path: Annotated[str | None, typer.Option(help="Checkpoint to serve")] = None,
+) -> None:
+    """Start the local stack in the background (no Docker)."""
+    _offline()
+    from dreamgym.stack.local import LocalStack, StackConfig  # noqa: PLC0415
+
+    cfg = StackConfig(data_dir=data_dir, postgres_port=postgres_port,
+                      experience_model_port=experience_model_port,
+                      replay_store_port=replay_store_port, task_generator_port=task_generator_port,
+                      agent_trainer_port=agent_trainer_port, embedding_model=embedding_model)
+    if experience_model_path:
+        cfg.experience_model_path = experience_model_path
+        cfg.task_generator_model_path = experience_model_path
+    urls = LocalStack(cfg).up(log=lambda m: console.print(f"[dim]{m}[/dim]"))
+    for name, url in urls.items():
+        console.print(f"{name:<18} {url}  (docs: {url}/docs)")
+    console.print(f"logs: {data_dir.resolve() / 'logs'}; stop with: dreamgym down --data-dir {data_dir}")
+
+
+@app.command()
+def down(data_dir: DataDir = Path(".dreamgym")) -> None:
+    """Stop the services and PostgreSQL started by ``dreamgym up``."""
+    from dreamgym.stack.local import LocalStack, StackConfig  # noqa: PLC0415
+
+    stack = LocalStack(_saved_config(data_dir))
+    stack.down()
+    console.print("stack stopped")
+
+
+@app.command()
+def status(data_dir: DataDir = Path(".dreamgym")) -> None:
+    """Show which parts of the local stack are up and ready."""
+    from dreamgym.stack.local import LocalStack  # noqa: PLC0415
+
+    for name, state in LocalStack(_saved_config(data_dir)).status().items():
+        console.print(f"{name:<18} {state}")
+
+
+@app.command()
+def envs() -> None:
+    """List the real text environments and their default step limits."""
+    from dreamgym.envs import list_environments  # noqa: PLC0415
+
+    for env_id in list_environments():
+        console.print(env_id)
+
+
+def _saved_config(data_dir: Path):  # type: ignore[no-untyped-def]
+    from dreamgym.stack.local import StackConfig  # noqa: PLC0415
+
+    state_file = data_dir / "stack.json"
+    if not state_file.exists():
+        return StackConfig(data_dir=data_dir)
+    saved = json.loads(state_file.read_text()).get("config", {})
+    fields = {k: v for k, v in saved.items() if k in StackConfig.__dataclass_fields__}
+    fields["data_dir"] = Path(fields.get("data_dir", data_dir))
+    return StackConfig(**fields)
+
+
+if __name__ == "__main__":
+    app()

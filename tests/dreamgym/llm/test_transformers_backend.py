@@ -1,0 +1,187 @@
+"""Tests of the in-process Hugging Face backend (dreamgym.llm.transformers_backend).
+
+A randomly initialised one-layer model: fast on a CPU, and its near-uniform next-token
+distribution over a 49k vocabulary makes seeded samples very sensitive to the seed.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dreamgym.llm.base import LLMBackend, SamplingParams
+from dreamgym.llm.models import load_causal_lm
+from dreamgym.llm.transformers_backend import TransformersBackend, sample_next_tokens
+
+pytestmark = pytest.mark.model
+
+TINY = "tiny:layers=1,hidden=32,heads=2,intermediate=64"
+PROMPT = "Task: find the coin.\nObservation: You are in the kitchen.\nAction: move north\n"
+OTHERS = [
+    "Hi",
+    "A much longer prompt, with many more words in it, so that the other rows of the "
+    "batch are left-padded by a different amount than when run alone.",
+]
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    return load_causal_lm(TINY)
+
+
+@pytest.fixture()
+def backend(loaded) -> TransformersBackend:
+    model, tokenizer = loaded
+    return TransformersBackend(model=model, tokenizer=tokenizer)
+
+
+def sample(seed: int | None, max_new_tokens: int = 12, temperature: float = 1.0, **kw):
+    return SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, **kw)
+
+
+def test_backend_satisfies_protocol(backend):
+    assert isinstance(backend, LLMBackend)
+    assert backend.name == "transformers"
+
+
+def test_generate_returns_one_completion_per_prompt(backend):
+    prompts = [PROMPT, *OTHERS]
+
+    out = backend.generate(prompts, [sample(i) for i in range(3)])
+
+    assert len(out) == 3
+    for completion, prompt in zip(out, prompts, strict=True):
+        assert completion.finish_reason in ("stop", "length")
+        assert 0 <= completion.num_completion_tokens <= 12
+        assert completion.num_prompt_tokens == len(
+            backend.tokenizer(prompt, add_special_tokens=False).input_ids
+        )
+
+
+def test_generate_mismatched_params_raises(backend):
+    with pytest.raises(ValueError, match="2 prompts but 1"):
+        backend.generate([PROMPT, PROMPT], [sample(0)])
+
+
+def test_generate_same_seed_same_text(backend):
+    first = backend.generate([PROMPT], [sample(123)])[0]
+    second = backend.generate([PROMPT], [sample(123)])[0]
+
+    assert first.text == second.text
+    assert first.num_completion_tokens == second.num_completion_tokens
+
+
+def test_generate_different_seeds_differ(backend):
+    texts = {backend.generate([PROMPT], [sample(seed)])[0].text for seed in (1, 2, 3)}
+
+    assert len(texts) == 3
+
+
+def test_generate_temperature_zero_is_deterministic_and_ignores_seed(backend):
+    outs = [
+        backend.generate([PROMPT], [sample(seed, temperature=0.0)])[0].text for seed in (None, 1, 2)
+    ]
+
+    assert outs[0] == outs[1] == outs[2]
+    assert outs[0]
+
+
+@pytest.mark.parametrize("budgets", [(1, 4, 9), (5,)])
+def test_generate_respects_each_max_new_tokens(backend, budgets):
+    prompts = [PROMPT, *OTHERS][: len(budgets)]
+
+    out = backend.generate(prompts, [sample(i, max_new_tokens=b) for i, b in enumerate(budgets)])
+
+    for completion, budget in zip(out, budgets, strict=True):
+        assert completion.num_completion_tokens <= budget
+        if completion.finish_reason == "length":
+            assert completion.num_completion_tokens == budget
+
+
+def test_generate_seeded_sample_same_alone_or_in_batch(backend):
+    alone = backend.generate([PROMPT], [sample(7, max_new_tokens=16)])[0]
+
+    batched = backend.generate(
+        [OTHERS[0], PROMPT, OTHERS[1]],
+        [sample(100, max_new_tokens=3), sample(7, max_new_tokens=16), sample(None, 20)],
+    )[1]
+
+    assert batched.text == alone.text
+    assert batched.num_completion_tokens == alone.num_completion_tokens
+
+
+def test_generate_chunking_by_max_batch_size_keeps_results(loaded):
+    model, tokenizer = loaded
+    prompts = [PROMPT, *OTHERS, "Observation: a cellar.", "Action: look"]
+    params = [sample(i) for i in range(len(prompts))]
+
+    whole = TransformersBackend(model=model, tokenizer=tokenizer).generate(prompts, params)
+    chunked = TransformersBackend(model=model, tokenizer=tokenizer, max_batch_size=2).generate(
+        prompts, params
+    )
+
+    assert [c.text for c in chunked] == [c.text for c in whole]
+
+
+def test_generate_stop_string_cuts_text_and_reports_stop(backend):
+    full = backend.generate([PROMPT], [sample(11, max_new_tokens=24)])[0].text
+    stop = full[len(full) // 2 : len(full) // 2 + 3]
+    assert stop.strip(), f"pick another seed: {full!r}"
+
+    cut = backend.generate([PROMPT], [sample(11, max_new_tokens=24, stop=(stop,))])[0]
+
+    assert cut.text == full[: full.find(stop)]
+    assert cut.finish_reason == "stop"
+    assert stop not in cut.text
+
+
+def test_backend_from_model_path_spec_loads():
+    backend = TransformersBackend(model_path=TINY)
+
+    (out,) = backend.generate([PROMPT], [sample(0, max_new_tokens=2)])
+
+    assert backend.model_path == TINY
+    assert out.num_completion_tokens <= 2
+
+
+def test_backend_without_model_or_path_raises():
+    with pytest.raises(ValueError, match="model_path"):
+        TransformersBackend()
+
+
+# -- sample_next_tokens -------------------------------------------------------------------------
+
+
+def test_sample_next_tokens_greedy_rows_take_argmax():
+    logits = torch.tensor([[0.0, 3.0, 1.0], [5.0, 0.0, 1.0]])
+
+    out = sample_next_tokens(
+        logits, temperatures=[0.0, 0.0], top_ps=[1.0, 1.0], generators=[None, None]
+    )
+
+    assert out.tolist() == [1, 0]
+
+
+def test_sample_next_tokens_small_top_p_keeps_only_top_token():
+    logits = torch.tensor([[0.0, 2.0, 1.9, 1.8]])
+    gens = [torch.Generator().manual_seed(s) for s in range(20)]
+
+    out = [
+        int(sample_next_tokens(logits, temperatures=[1.0], top_ps=[0.1], generators=[g])[0])
+        for g in gens
+    ]
+
+    assert set(out) == {1}
+
+
+def test_sample_next_tokens_seeded_generators_reproduce():
+    logits = torch.zeros(4, 1000)
+
+    def draw():
+        gens = [torch.Generator().manual_seed(s) for s in (1, 2, 3, 4)]
+        return sample_next_tokens(
+            logits, temperatures=[1.0] * 4, top_ps=[1.0] * 4, generators=gens
+        ).tolist()
+
+    assert draw() == draw()
+    assert len(set(draw())) > 1

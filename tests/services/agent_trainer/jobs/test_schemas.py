@@ -1,0 +1,72 @@
+"""Tests of agent_trainer.jobs.schemas: job configs are validated at submit time.
+
+Errors must be located at the offending field (``grpo.group_size``), so the API's 422 names it.
+"""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from agent_trainer.config import GRPOConfig
+from agent_trainer.jobs.schemas import VALIDATORS, evaluate_config, grpo_config
+
+
+def error_locations(kind: str, config: dict) -> list[tuple]:
+    with pytest.raises(ValidationError) as info:
+        VALIDATORS[kind](config)
+    return [e["loc"] for e in info.value.errors()]
+
+
+@pytest.mark.parametrize(("grpo", "loc"), [
+    ({"group_size": 1}, ("grpo", "group_size")),
+    ({"learning_rate": 0.0}, ("grpo", "learning_rate")),
+    ({"group_size": "eight"}, ("grpo", "group_size")),
+    ({"grup_size": 4}, ("grpo", "grup_size")),
+    ({"policy": {"history_length": -1}}, ("grpo", "policy", "history_length")),
+    ({"policy": {"modle": "tiny"}}, ("grpo", "policy", "modle")),
+])
+def test_grpo_validator_bad_config_is_located_at_the_field(grpo, loc):
+    assert error_locations("grpo", {"grpo": grpo}) == [loc]
+
+
+def test_grpo_validator_range_error_message_names_the_values():
+    with pytest.raises(ValidationError, match="'group_size': 1"):
+        VALIDATORS["grpo"]({"grpo": {"group_size": 1}})
+
+
+def test_grpo_validator_valid_config_normalises_job_fields():
+    config = VALIDATORS["grpo"]({"grpo": {"group_size": 2}, "services": {"replay_store": "u"}})
+
+    assert config == {"grpo": {"group_size": 2}, "resume": True,
+                      "services": {"experience_model": None, "replay_store": "u",
+                                   "task_generator": None}}
+    assert grpo_config(config) == GRPOConfig(group_size=2)
+
+
+def test_grpo_validator_unknown_job_field_is_located_at_it():
+    assert error_locations("grpo", {"grpo": {}, "resum": False}) == [("resum",)]
+
+
+@pytest.mark.parametrize(("evaluate", "loc"), [
+    ({"episodes": 0}, ("evaluate", "episodes")),
+    ({"concurrency": 0}, ("evaluate", "concurrency")),
+    ({"episode": 5}, ("evaluate", "episode")),
+])
+def test_evaluate_validator_bad_config_is_located_at_the_field(evaluate, loc):
+    assert error_locations("evaluate", {"evaluate": evaluate}) == [loc]
+
+
+def test_evaluate_config_reads_the_evaluate_section():
+    config = evaluate_config({"evaluate": {"policy": "random", "episodes": 5}})
+
+    assert (config.policy, config.episodes, config.environment) == ("random", 5, "twx-coin")
+
+
+@pytest.mark.parametrize(("kind", "config", "loc"), [
+    ("collect", {"train_seeds": 0}, ("train_seeds",)),
+    ("collect", {"policies": []}, ("policies",)),
+    ("fidelity", {"episodes": 0}, ("episodes",)),
+])
+def test_collect_and_fidelity_validators_locate_bad_fields(kind, config, loc):
+    assert error_locations(kind, config) == [loc]

@@ -1,0 +1,83 @@
+"""Tests of backend construction and the echo backend (experience_model.adapters.backends)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dreamgym.errors import NotFoundError
+from dreamgym.llm.base import SamplingParams
+from experience_model.adapters.backends import build_backend, check_model_path, echo_responder
+from experience_model.domain.prompts import build_step_prompt, parse_step_output
+from experience_model.settings import Settings
+
+
+def test_echo_responder_answers_parseable_unchanged_state():
+    prompt = build_step_prompt(
+        task="Find the coin.",
+        observation="You are in the hall.",
+        admissible_actions=["move north", "look"],
+        action="look",
+    )
+
+    parsed = parse_step_output(echo_responder(prompt, SamplingParams()))
+
+    assert parsed.observation == "You are in the hall."
+    assert parsed.admissible_actions == ["move north", "look"]
+    assert parsed.reward == 0.0 and parsed.terminated is False
+
+
+def test_echo_responder_empty_state_falls_back_to_parseable_defaults():
+    prompt = build_step_prompt(task="t", observation="", admissible_actions=[], action="look")
+
+    parsed = parse_step_output(echo_responder(prompt, SamplingParams()))
+
+    assert parsed.observation and parsed.admissible_actions
+
+
+@pytest.mark.parametrize("spec", ["tiny", "tiny:layers=1", "smollm2-135m"])
+def test_check_model_path_known_specs_accepted(spec):
+    check_model_path(spec)
+
+
+def test_check_model_path_directory_with_config_accepted(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+
+    check_model_path(str(tmp_path))
+
+
+@pytest.mark.parametrize("sub", ["missing", "empty-dir"])
+def test_check_model_path_without_config_raises_404_naming_model_path(tmp_path, sub):
+    path = tmp_path / sub
+    if sub == "empty-dir":
+        path.mkdir()
+
+    with pytest.raises(NotFoundError) as info:
+        check_model_path(str(path))
+
+    assert info.value.param == "model_path"
+    assert str(path) in info.value.message
+
+
+def test_build_backend_fake_answers_step_prompts(tmp_path):
+    backend = build_backend(Settings(backend="fake", data_dir=tmp_path))
+    prompt = build_step_prompt(
+        task="t", observation="A room.", admissible_actions=["go"], action="go"
+    )
+
+    (completion,) = backend.generate([prompt], [SamplingParams()])
+
+    assert parse_step_output(completion.text).observation == "A room."
+
+
+def test_build_backend_openai_without_url_names_missing_setting(tmp_path):
+    with pytest.raises(RuntimeError, match="EXPERIENCE_MODEL_OPENAI_BASE_URL"):
+        build_backend(Settings(backend="openai", data_dir=tmp_path))
+
+
+def test_build_backend_transformers_missing_checkpoint_is_404(tmp_path):
+    settings = Settings(
+        backend="transformers", model_path=str(tmp_path / "nope"), data_dir=tmp_path
+    )
+
+    with pytest.raises(NotFoundError):
+        build_backend(settings)

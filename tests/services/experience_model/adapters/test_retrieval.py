@@ -1,0 +1,83 @@
+"""Tests of replay-store retrieval (experience_model.adapters.retrieval) with a fake client."""
+
+from __future__ import annotations
+
+from dreamgym.replay_types import MAX_RETRIEVAL_QUERIES, RetrievedTransition
+from experience_model.adapters.retrieval import ReplayStoreRetriever, to_example
+from experience_model.domain.simulator import StepQuery
+
+
+def hit(trajectory_id: str, step: int, observation: str, environment: str = "twx-coin"):
+    return RetrievedTransition(
+        id=1,
+        trajectory_id=trajectory_id,
+        task="t",
+        environment=environment,
+        source="real",
+        policy="expert",
+        step=step,
+        observation=observation,
+        admissible_actions=["a"],
+        action="a",
+        next_observation=f"after {observation}",
+        next_admissible_actions=["b"],
+        reward=1.0,
+        terminated=True,
+        score=0.5,
+    )
+
+
+class FakeReplayStoreClient:
+    """Answers each query with one hit whose observation echoes the query."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict] = []
+
+    async def retrieve(self, queries, k=5, *, environment=None, source=None, **_):
+        self.calls.append({"n": len(queries), "k": k, "environment": environment, "source": source})
+        return [
+            [hit(f"traj-{environment}", 3, q.observation, environment or "any")] for q in queries
+        ]
+
+
+def query(observation: str, environment: str | None) -> StepQuery:
+    return StepQuery(
+        task="t",
+        environment=environment,
+        observation=observation,
+        admissible_actions=["a"],
+        action="a",
+    )
+
+
+def test_to_example_keeps_transition_and_builds_ref():
+    example = to_example(hit("traj-9", 4, "the hall"))
+
+    assert example.ref == "traj-9#4"
+    assert example.score == 0.5
+    assert example.example.observation == "the hall"
+    assert example.example.next_observation == "after the hall"
+    assert example.example.terminated is True
+
+
+async def test_retriever_groups_by_environment_and_keeps_query_order():
+    client = FakeReplayStoreClient()
+    queries = [query("q0", "env-a"), query("q1", "env-b"), query("q2", "env-a")]
+
+    results = await ReplayStoreRetriever(client, source="real").retrieve(queries, k=2)
+
+    assert [r[0].example.observation for r in results] == ["q0", "q1", "q2"]
+    assert sorted((c["environment"], c["n"]) for c in client.calls) == [("env-a", 2), ("env-b", 1)]
+    assert all(c["k"] == 2 and c["source"] == "real" for c in client.calls)
+
+
+async def test_retriever_splits_large_groups_into_request_sized_chunks():
+    client = FakeReplayStoreClient()
+    n = MAX_RETRIEVAL_QUERIES + 5
+    queries = [query(f"q{i}", None) for i in range(n)]
+
+    results = await ReplayStoreRetriever(client, source=None).retrieve(queries, k=1)
+
+    assert [c["n"] for c in client.calls] == [MAX_RETRIEVAL_QUERIES, 5]
+    assert [r[0].example.observation for r in results] == [f"q{i}" for i in range(n)]
+    assert client.calls[0]["source"] is None

@@ -1,0 +1,196 @@
+"""Tests of dynamic micro-batching (experience_model.domain.batching.MicroBatcher)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from dreamgym.errors import CapacityError
+from experience_model.domain.batching import MicroBatcher
+
+
+class Recorder:
+    """A ``process`` callable that doubles items and records every batch it saw.
+
+    ``gate``, when given, must be set before a batch is answered (lets a test hold the worker).
+    """
+
+    def __init__(self, gate: asyncio.Event | None = None, delay_s: float = 0.0) -> None:
+        self.batches: list[list[int]] = []
+        self.gate = gate
+        self.delay_s = delay_s
+        self.started = asyncio.Event()
+
+    async def __call__(self, items: list[int]) -> list[int | BaseException]:
+        self.batches.append(list(items))
+        self.started.set()
+        if self.gate is not None:
+            await self.gate.wait()
+        await asyncio.sleep(self.delay_s)
+        return [2 * i for i in items]
+
+
+@pytest.fixture()
+async def stopper():
+    batchers: list[MicroBatcher] = []
+    yield batchers.append
+    for b in batchers:
+        await b.stop()
+
+
+async def test_batcher_concurrent_submits_are_batched_up_to_max_size(stopper):
+    process = Recorder(delay_s=0.01)
+    batcher = MicroBatcher(process, max_batch_size=4, max_wait_s=0.05)
+    stopper(batcher)
+
+    results = await asyncio.gather(*(batcher.submit(i) for i in range(10)))
+
+    assert results == [2 * i for i in range(10)]
+    sizes = [len(b) for b in process.batches]
+    assert sum(sizes) == 10
+    assert max(sizes) <= 4
+    assert max(sizes) > 1
+    assert len(sizes) < 10
+    assert batcher.stats.items == 10 and batcher.stats.batches == len(sizes)
+
+
+async def test_batcher_single_submit_waits_at_most_max_wait(stopper):
+    process = Recorder()
+    batcher = MicroBatcher(process, max_batch_size=8, max_wait_s=0.02)
+    stopper(batcher)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+
+    result = await batcher.submit(21)
+
+    assert result == 42
+    assert loop.time() - start < 1.0
+    assert process.batches == [[21]]
+
+
+async def test_batcher_per_item_exception_goes_to_that_caller_only(stopper):
+    async def process(items):
+        return [ValueError(f"bad {i}") if i % 2 else i * 10 for i in items]
+
+    batcher = MicroBatcher(process, max_batch_size=8, max_wait_s=0.05)
+    stopper(batcher)
+
+    results = await asyncio.gather(*(batcher.submit(i) for i in range(4)), return_exceptions=True)
+
+    assert results[0] == 0 and results[2] == 20
+    assert isinstance(results[1], ValueError) and str(results[1]) == "bad 1"
+    assert isinstance(results[3], ValueError) and str(results[3]) == "bad 3"
+
+
+async def test_batcher_whole_batch_failure_goes_to_every_caller(stopper):
+    calls = []
+
+    async def process(items):
+        calls.append(items)
+        raise RuntimeError("backend exploded")
+
+    batcher = MicroBatcher(process, max_batch_size=8, max_wait_s=0.05)
+    stopper(batcher)
+
+    results = await asyncio.gather(*(batcher.submit(i) for i in range(3)), return_exceptions=True)
+
+    assert all(isinstance(r, RuntimeError) and "exploded" in str(r) for r in results)
+    assert sum(len(c) for c in calls) == 3
+
+
+async def test_batcher_keeps_serving_after_a_failed_batch(stopper):
+    failures = iter([RuntimeError("once")])
+
+    async def process(items):
+        exc = next(failures, None)
+        if exc is not None:
+            raise exc
+        return items
+
+    batcher = MicroBatcher(process, max_batch_size=1, max_wait_s=0.0)
+    stopper(batcher)
+    with pytest.raises(RuntimeError):
+        await batcher.submit(1)
+
+    assert await batcher.submit(2) == 2
+
+
+async def test_batcher_queue_full_raises_capacity_error(stopper):
+    gate = asyncio.Event()
+    process = Recorder(gate=gate)
+    batcher = MicroBatcher(process, max_batch_size=1, max_wait_s=0.0, max_queue=1)
+    stopper(batcher)
+    first = asyncio.create_task(batcher.submit(1))
+    await process.started.wait()  # the worker holds item 1; the queue is empty
+    second = asyncio.create_task(batcher.submit(2))
+    await asyncio.sleep(0)  # item 2 now fills the queue
+
+    with pytest.raises(CapacityError) as info:
+        await batcher.submit(3)
+
+    assert info.value.status_code == 429
+    assert info.value.retry_after_s == 1.0
+    assert batcher.stats.rejected_full == 1
+    gate.set()
+    assert await asyncio.gather(first, second) == [2, 4]
+    assert [3] not in process.batches
+
+
+async def test_batcher_cancelled_future_is_skipped(stopper):
+    gate = asyncio.Event()
+    process = Recorder(gate=gate)
+    batcher = MicroBatcher(process, max_batch_size=1, max_wait_s=0.0)
+    stopper(batcher)
+    first = asyncio.create_task(batcher.submit(1))
+    await process.started.wait()
+    abandoned = asyncio.create_task(batcher.submit(2))
+    await asyncio.sleep(0)
+    abandoned.cancel()
+    await asyncio.sleep(0)
+
+    gate.set()
+
+    assert await first == 2
+    assert await batcher.submit(3) == 6
+    assert process.batches == [[1], [3]]
+    assert batcher.stats.skipped_cancelled == 1
+    assert abandoned.cancelled()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [({"max_batch_size": 0}, "max_batch_size"), ({"max_wait_s": -0.1}, "max_wait_s")],
+)
+def test_batcher_invalid_bounds_raise(kwargs, field):
+    async def process(items):
+        return items
+
+    with pytest.raises(ValueError, match=field):
+        MicroBatcher(process, **kwargs)
+
+
+async def test_batcher_stop_then_submit_restarts_worker():
+    batcher = MicroBatcher(Recorder(), max_batch_size=2, max_wait_s=0.0)
+    assert await batcher.submit(1) == 2
+
+    await batcher.stop()
+
+    assert await batcher.submit(2) == 4
+    await batcher.stop()
+
+
+async def test_batcher_stop_cancels_in_flight_and_queued_callers():
+    gate = asyncio.Event()
+    process = Recorder(gate=gate)
+    batcher = MicroBatcher(process, max_batch_size=1, max_wait_s=0.0)
+    in_flight = asyncio.create_task(batcher.submit(1))
+    await process.started.wait()
+    queued = asyncio.create_task(batcher.submit(2))
+    await asyncio.sleep(0)
+
+    await batcher.stop()
+
+    done, pending = await asyncio.wait([in_flight, queued], timeout=2.0)
+    assert pending == set(), "callers still waiting after stop()"
+    assert in_flight.cancelled() and queued.cancelled()

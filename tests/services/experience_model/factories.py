@@ -1,0 +1,112 @@
+"""Test data for the experience model tests: tasks, model completions and a fake retriever."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from dreamgym.llm.base import SamplingParams
+from dreamgym.types import Task
+from experience_model.domain.prompts import ExampleTransition, render_step_target
+from experience_model.domain.simulator import RetrievedExample, StepQuery
+
+ENVIRONMENT = "twx-coin"
+
+# Actions the scripted responder treats specially; anything else moves to a new room.
+WIN = "take coin"
+LOSE = "jump into the pit"
+GARBAGE = "speak gibberish"
+
+
+def make_task(index: int = 0, **overrides: Any) -> Task:
+    """A valid seed task; ``index`` makes its id and text unique."""
+    fields: dict[str, Any] = {
+        "task_id": f"{ENVIRONMENT}/train/{index}",
+        "environment": ENVIRONMENT,
+        "instruction": f"Find the coin in game {index}.",
+        "initial_observation": f"You are in the kitchen of game {index}.",
+        "initial_admissible_actions": ["move north", WIN],
+        "game_seed": index,
+    }
+    fields.update(overrides)
+    return Task.model_validate(fields)
+
+
+def task_json(task: Task) -> dict[str, Any]:
+    """The task as a request body fragment."""
+    return task.model_dump(mode="json")
+
+
+def step_completion(
+    observation: str = "You are in the pantry.",
+    actions: Sequence[str] = ("move south", WIN),
+    reward: float = 0.0,
+    terminated: bool = False,
+    reasoning: str | None = None,
+) -> str:
+    """A well-formed experience-model completion."""
+    return render_step_target(
+        next_observation=observation,
+        next_admissible_actions=list(actions),
+        reward=reward,
+        terminated=terminated,
+        reasoning=reasoning,
+    )
+
+
+def action_of(prompt: str) -> str:
+    """The agent action a_t written in a step prompt."""
+    lines = [line for line in prompt.splitlines() if line.startswith("Action: ")]
+    assert len(lines) == 1, prompt
+    return lines[0].removeprefix("Action: ")
+
+
+def scripted_responder(prompt: str, params: SamplingParams) -> str:
+    """A deterministic experience model keyed on the prompt's action.
+
+    ``WIN`` terminates with reward 1, ``LOSE`` terminates with reward 0, ``GARBAGE`` answers
+    text that does not parse, any other action leads to ``"You did <action>."``.
+    """
+    del params
+    action = action_of(prompt)
+    if action == WIN:
+        return step_completion("You won.", (), reward=1.0, terminated=True, reasoning="coin taken")
+    if action == LOSE:
+        return step_completion("You fell.", (), reward=0.0, terminated=True)
+    if action == GARBAGE:
+        return "I am not sure what happens next."
+    return step_completion(f"You did {action}.", ("move south", WIN))
+
+
+def make_example(
+    ref: str = "traj-1#0", next_observation: str = "Remembered room."
+) -> RetrievedExample:
+    """A retrieved demonstration with a recognisable next observation."""
+    return RetrievedExample(
+        example=ExampleTransition(
+            observation="A remembered hall.",
+            action="move east",
+            next_observation=next_observation,
+            next_admissible_actions=["move west"],
+            reward=0.0,
+            terminated=False,
+        ),
+        ref=ref,
+        score=0.9,
+    )
+
+
+class FakeRetriever:
+    """In-memory :class:`~experience_model.domain.simulator.Retriever` returning fixed examples.
+
+    Attributes:
+        calls: ``(queries, k)`` of every call, in order.
+    """
+
+    def __init__(self, examples: Sequence[RetrievedExample] = ()) -> None:
+        self.examples = list(examples) or [make_example()]
+        self.calls: list[tuple[list[StepQuery], int]] = []
+
+    async def retrieve(self, queries: Sequence[StepQuery], k: int) -> list[list[RetrievedExample]]:
+        self.calls.append((list(queries), k))
+        return [self.examples[:k] for _ in queries]
