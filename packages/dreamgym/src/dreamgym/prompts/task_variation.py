@@ -219,9 +219,12 @@ def parse_task_variation(text: str) -> ParsedTaskVariation:
     Raises:
         TaskVariationParseError: with ``reason`` naming the defect: a missing or duplicated tag,
             text before ``<task>``, tags out of order or text between them, an empty field,
-            an empty action list or empty action, or trailing text after ``</actions>``.
+            an empty action list or empty action, trailing text after ``</actions>``, or
+            undecodable bytes (U+FFFD).
     """
     _check_tag_counts(text)
+    if "\ufffd" in text:  # a byte-level model sampled an invalid UTF-8 sequence
+        raise TaskVariationParseError("text contains undecodable bytes (U+FFFD)", text)
     if not text.lstrip().startswith("<task>"):
         raise TaskVariationParseError("text before <task>", text)
     match = _LAYOUT.fullmatch(text)

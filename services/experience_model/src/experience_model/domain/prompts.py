@@ -200,8 +200,10 @@ def parse_step_output(text: str) -> ParsedStep:
     Raises:
         StepParseError: missing, repeated or out-of-order tags, trailing text, a reward that is
             not a finite number, a terminated flag other than true/false, an empty observation,
-            or no admissible actions in a non-terminal state.
+            no admissible actions in a non-terminal state, or undecodable bytes (U+FFFD).
     """
+    if "\ufffd" in text:  # a byte-level model sampled an invalid UTF-8 sequence
+        raise StepParseError("text contains undecodable bytes (U+FFFD)")
     for tag in _TAGS:
         if text.count(f"<{tag}>") > 1:
             raise StepParseError(f"tag <{tag}> appears more than once")

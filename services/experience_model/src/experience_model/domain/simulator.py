@@ -13,7 +13,9 @@ For a batch of :class:`StepQuery` (one per episode step) it
 
 from __future__ import annotations
 
+import logging
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -30,6 +32,8 @@ from experience_model.domain.prompts import (
     build_step_prompt,
     parse_step_output,
 )
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "ExperienceModel",
@@ -149,6 +153,8 @@ class ExperienceModel:
         self.sampling = sampling
         self.parse_failures = 0
         self.generated_tokens = 0
+        # (batch size, retrieval seconds, generation+parse seconds) of recent batches
+        self.timings: deque[tuple[int, float, float]] = deque(maxlen=1000)
 
     def _params(self, seed: int | None, attempt: int) -> SamplingParams:
         temperature = self.sampling.temperature
@@ -184,6 +190,7 @@ class ExperienceModel:
         """Predict the next state for every query (one result per query, in order)."""
         start = time.perf_counter()
         examples = await self._examples(queries)
+        retrieved_at = time.perf_counter()
         prompts = [self.prompt_for(q, ex) for q, ex in zip(queries, examples, strict=True)]
         results: list[StepPrediction | MalformedTransitionError | None] = [None] * len(queries)
         pending = list(range(len(queries)))
@@ -223,6 +230,11 @@ class ExperienceModel:
                 reason, raw_text=raw[:2000], attempts=1 + self.sampling.parse_retries
             )
         latency = (time.perf_counter() - start) * 1000.0
+        self.timings.append((len(queries), retrieved_at - start, time.perf_counter() - retrieved_at))
+        logger.debug("predicted batch", extra={
+            "batch_size": len(queries), "retrieval_ms": round((retrieved_at - start) * 1000, 1),
+            "generate_ms": round(latency - (retrieved_at - start) * 1000, 1),
+            "malformed": len(pending)})
         for r in results:
             if isinstance(r, StepPrediction):
                 r.latency_ms = latency

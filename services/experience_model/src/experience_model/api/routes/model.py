@@ -24,3 +24,31 @@ async def reload_model(body: ReloadRequest, runtime: RuntimeDep) -> ModelInfo:
     """Load another checkpoint (e.g. after experience-model SFT); live episodes are kept."""
     await run_in_threadpool(runtime.reload, body.model_path)
     return runtime.info()  # type: ignore[no-any-return]
+
+
+@router.get("/stats")
+def serving_stats(runtime: RuntimeDep) -> dict[str, object]:
+    """Batching and timing statistics of recent batches (for tuning and the demo report)."""
+    timings = list(runtime.model.timings)
+    batcher = runtime.episodes.batcher
+
+    def pct(values: list[float], q: float) -> float | None:
+        if not values:
+            return None
+        ordered = sorted(values)
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000.0, 1)
+
+    return {
+        "batches": batcher.stats.batches,
+        "steps": batcher.stats.items,
+        "mean_batch_size": (batcher.stats.items / batcher.stats.batches
+                            if batcher.stats.batches else None),
+        "queue_depth": batcher.queue_depth,
+        "rejected_queue_full": batcher.stats.rejected_full,
+        "parse_failures": runtime.model.parse_failures,
+        "generated_tokens": runtime.model.generated_tokens,
+        "live_episodes": len(runtime.store),
+        "retrieval_ms_p50": pct([t[1] for t in timings], 0.5),
+        "generate_ms_p50": pct([t[2] for t in timings], 0.5),
+        "recent_batch_sizes": [t[0] for t in timings[-20:]],
+    }
