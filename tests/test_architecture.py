@@ -12,8 +12,16 @@ ROOT = Path(__file__).resolve().parents[1]
 SERVICES = ("experience_model", "replay_store", "task_generator", "agent_trainer")
 CORE = ROOT / "packages" / "dreamgym" / "src" / "dreamgym"
 # Core modules that may use frameworks: the FastAPI kit, the CLI/stack, the job runner's users.
-FRAMEWORK_FREE = ("types.py", "errors.py", "rl", "curriculum", "stats.py", "prompts", "envs",
-                  "collect.py")
+FRAMEWORK_FREE = (
+    "types.py",
+    "errors.py",
+    "rl",
+    "curriculum",
+    "stats.py",
+    "prompts",
+    "envs",
+    "collect.py",
+)
 FRAMEWORKS = ("fastapi", "starlette", "sqlalchemy", "celery", "redis", "uvicorn", "vllm")
 
 
@@ -45,16 +53,25 @@ def test_service_never_imports_another_service(service: str) -> None:
 
 
 def test_core_package_never_imports_a_service() -> None:
-    offenders = {str(p.relative_to(ROOT)): sorted(_imports(p) & set(SERVICES))
-                 for p in _py_files(CORE) if _imports(p) & set(SERVICES)}
+    offenders = {
+        str(p.relative_to(ROOT)): sorted(_imports(p) & set(SERVICES))
+        for p in _py_files(CORE)
+        if _imports(p) & set(SERVICES)
+    }
 
     assert offenders == {}
 
 
 def test_core_domain_modules_are_framework_free() -> None:
-    files = [p for name in FRAMEWORK_FREE for p in
-             ([CORE / name] if name.endswith(".py") else _py_files(CORE / name))]
-    offenders = {str(p.relative_to(ROOT)): sorted(_imports(p) & set(FRAMEWORKS))
-                 for p in files if _imports(p) & set(FRAMEWORKS)}
+    files = [
+        p
+        for name in FRAMEWORK_FREE
+        for p in ([CORE / name] if name.endswith(".py") else _py_files(CORE / name))
+    ]
+    offenders = {
+        str(p.relative_to(ROOT)): sorted(_imports(p) & set(FRAMEWORKS))
+        for p in files
+        if _imports(p) & set(FRAMEWORKS)
+    }
 
     assert files and offenders == {}

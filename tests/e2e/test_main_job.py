@@ -57,7 +57,8 @@ def test_main_job_writes_markdown_png_and_curve(demo_run: dict) -> None:
     assert paths["png"].read_bytes()[:4] == b"\x89PNG"
     assert len(report["training_curve"]) == preset("quick").grpo["iterations"]
     assert {"reward_accuracy", "termination_accuracy", "next_observation_exact_match"} <= set(
-        report["experience_model"]["fidelity"])
+        report["experience_model"]["fidelity"]
+    )
 
 
 def test_main_job_fills_replay_store_with_real_and_synthetic_data(demo_run: dict) -> None:

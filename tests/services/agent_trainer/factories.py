@@ -24,45 +24,72 @@ from dreamgym.types import AbstractState, Task, Trajectory
 
 TINY = "tiny:layers=1,hidden=32,heads=2,intermediate=64"
 ACTIONS = ("take coin", "move north", "move northeast", "look around")
-PREFIX_ACTIONS = ("go", "go north", "go north east", "move north", "move northeast", "open",
-                  "open door", "take coin", "take coins", "look around")
+PREFIX_ACTIONS = (
+    "go",
+    "go north",
+    "go north east",
+    "move north",
+    "move northeast",
+    "open",
+    "open door",
+    "take coin",
+    "take coins",
+    "look around",
+)
 
 
-def make_state(actions: Sequence[str] = ACTIONS, *, task: str = "Find the coin.",
-               observation: str = "You are in the kitchen.", step: int = 0) -> AbstractState:
+def make_state(
+    actions: Sequence[str] = ACTIONS,
+    *,
+    task: str = "Find the coin.",
+    observation: str = "You are in the kitchen.",
+    step: int = 0,
+) -> AbstractState:
     """A valid abstract state."""
-    return AbstractState(task=task, observation=observation, admissible_actions=list(actions),
-                         step=step)
+    return AbstractState(
+        task=task, observation=observation, admissible_actions=list(actions), step=step
+    )
 
 
 def make_task(index: int = 0, *, actions: Sequence[str] = ACTIONS, **overrides: Any) -> Task:
     """A valid seed task; ``index`` makes its id and game seed unique."""
     fields: dict[str, Any] = {
-        "task_id": f"twx-coin/train/{index}", "environment": "twx-coin",
+        "task_id": f"twx-coin/train/{index}",
+        "environment": "twx-coin",
         "instruction": f"Find the coin in game {index}.",
         "initial_observation": "You are in the kitchen.",
-        "initial_admissible_actions": list(actions), "game_seed": index, "split": "train",
+        "initial_admissible_actions": list(actions),
+        "game_seed": index,
+        "split": "train",
     }
     return Task.model_validate(fields | overrides)
 
 
-def trie_decision(policy: LMPolicy, state: AbstractState, action: str,
-                  history: Sequence[HistoryItem] = ()) -> Decision:
+def trie_decision(
+    policy: LMPolicy, state: AbstractState, action: str, history: Sequence[HistoryItem] = ()
+) -> Decision:
     """The decision that constrained decoding records when it produces ``action``."""
     cands = [policy.action_token_ids(a) for a in state.admissible_actions]
     target = policy.action_token_ids(action)
     allowed = [sorted({c[t] for c in cands if c[:t] == target[:t]}) for t in range(len(target))]
-    return Decision(action=action, prompt_ids=policy.prompt_ids(state, history),
-                    completion_ids=target, sampled_log_probs=[0.0] * len(target), allowed=allowed)
+    return Decision(
+        action=action,
+        prompt_ids=policy.prompt_ids(state, history),
+        completion_ids=target,
+        sampled_log_probs=[0.0] * len(target),
+        allowed=allowed,
+    )
 
 
-def action_probabilities(policy: LMPolicy, state: AbstractState,
-                         history: Sequence[HistoryItem] = ()) -> dict[str, float]:
+def action_probabilities(
+    policy: LMPolicy, state: AbstractState, history: Sequence[HistoryItem] = ()
+) -> dict[str, float]:
     """π(action | state) for every distinct admissible action (teacher-forced, no sampling)."""
     actions = list(dict.fromkeys(state.admissible_actions))
     with torch.no_grad():
         log_probs, _ = policy.completion_log_probs(
-            [trie_decision(policy, state, a, history) for a in actions])
+            [trie_decision(policy, state, a, history) for a in actions]
+        )
     return {a: math.exp(float(row.sum())) for a, row in zip(actions, log_probs, strict=True)}
 
 
@@ -86,10 +113,17 @@ class ScriptedPool:
         real: whether the pool claims to be a real environment.
     """
 
-    def __init__(self, *, episode_length: int = 1, fail_handles: Sequence[int] = (),
-                 fail_at_step: int = 1, fail_resets: Sequence[int] = (),
-                 max_concurrency: int = 64, real: bool = False,
-                 winning_action: str = "take coin") -> None:
+    def __init__(
+        self,
+        *,
+        episode_length: int = 1,
+        fail_handles: Sequence[int] = (),
+        fail_at_step: int = 1,
+        fail_resets: Sequence[int] = (),
+        max_concurrency: int = 64,
+        real: bool = False,
+        winning_action: str = "take coin",
+    ) -> None:
         self.episode_length, self.fail_at_step = episode_length, fail_at_step
         self.fail_handles, self.fail_resets = set(fail_handles), set(fail_resets)
         self.max_concurrency, self.real, self.winning_action = max_concurrency, real, winning_action
@@ -118,10 +152,20 @@ class ScriptedPool:
             raise RuntimeError(f"malformed experience-model output in episode {handle}")
         terminated = self.episode_length > 0 and t >= self.episode_length
         won = terminated and episode.actions[0] == self.winning_action
-        state = make_state(episode.task.initial_admissible_actions, task=episode.task.instruction,
-                           observation=f"Observation {t} of episode {handle}.", step=t)
-        return EnvStep(state=state, reward=1.0 if won else 0.0, terminated=terminated,
-                       truncated=False, won=won, info={})
+        state = make_state(
+            episode.task.initial_admissible_actions,
+            task=episode.task.instruction,
+            observation=f"Observation {t} of episode {handle}.",
+            step=t,
+        )
+        return EnvStep(
+            state=state,
+            reward=1.0 if won else 0.0,
+            terminated=terminated,
+            truncated=False,
+            won=won,
+            info={},
+        )
 
     async def close(self, handle: Any) -> None:
         self.closed.append(handle)
@@ -130,8 +174,11 @@ class ScriptedPool:
     def episode_return(self, handle: int) -> float:
         """The reward the script gave episode ``handle`` (0 if it did not terminate)."""
         episode = self.episodes[handle]
-        won = (self.episode_length > 0 and len(episode.actions) >= self.episode_length
-               and episode.actions[0] == self.winning_action)
+        won = (
+            self.episode_length > 0
+            and len(episode.actions) >= self.episode_length
+            and episode.actions[0] == self.winning_action
+        )
         return 1.0 if won else 0.0
 
 

@@ -7,11 +7,21 @@ import pytest
 from agent_trainer.config import ConfigValueError, EvaluateConfig, GRPOConfig, PolicyConfig
 
 
-@pytest.mark.parametrize(("field", "value"), [
-    ("group_size", 1), ("learning_rate", 0.0), ("learning_rate", -1e-3), ("iterations", 0),
-    ("epsilon_low", 1.0), ("temperature", -0.5), ("beta", -0.1), ("curriculum_every", -1),
-    ("checkpoint_every", 0), ("max_grad_norm", 0.0),
-])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("group_size", 1),
+        ("learning_rate", 0.0),
+        ("learning_rate", -1e-3),
+        ("iterations", 0),
+        ("epsilon_low", 1.0),
+        ("temperature", -0.5),
+        ("beta", -0.1),
+        ("curriculum_every", -1),
+        ("checkpoint_every", 0),
+        ("max_grad_norm", 0.0),
+    ],
+)
 def test_grpo_config_out_of_range_value_raises_naming_the_field(field, value):
     with pytest.raises(ValueError, match=f"'{field}': {value}"):
         GRPOConfig(**{field: value})
@@ -34,8 +44,9 @@ def test_grpo_config_defaults_are_valid_and_serialise_with_policy():
     assert as_dict["policy"]["decoding"] == "constrained"
 
 
-@pytest.mark.parametrize(("field", "value"), [("episodes", 0), ("max_steps", 0),
-                                              ("concurrency", 0)])
+@pytest.mark.parametrize(
+    ("field", "value"), [("episodes", 0), ("max_steps", 0), ("concurrency", 0)]
+)
 def test_evaluate_config_out_of_range_value_raises_naming_the_field(field, value):
     with pytest.raises(ValueError, match=f"{field} must be >= 1"):
         EvaluateConfig(**{field: value})
@@ -53,10 +64,14 @@ def test_grpo_config_error_lists_bad_fields_in_declaration_order():
     assert info.value.fields == ["group_size", "learning_rate"]
 
 
-@pytest.mark.parametrize(("cls", "field", "value"), [
-    (EvaluateConfig, "episodes", 0), (EvaluateConfig, "concurrency", 0),
-    (PolicyConfig, "history_length", -1),
-])
+@pytest.mark.parametrize(
+    ("cls", "field", "value"),
+    [
+        (EvaluateConfig, "episodes", 0),
+        (EvaluateConfig, "concurrency", 0),
+        (PolicyConfig, "history_length", -1),
+    ],
+)
 def test_config_error_names_its_field(cls, field, value):
     with pytest.raises(ConfigValueError) as info:
         cls(**{field: value})

@@ -11,8 +11,14 @@ from .factories import make_state
 
 
 def evaluate_random(episodes: int = 20, seed: int = 0, **kwargs):
-    return evaluate_policy(UniformRandomPolicy(seed), environment="twx-coin", episodes=episodes,
-                           max_steps=10, concurrency=2, **kwargs)
+    return evaluate_policy(
+        UniformRandomPolicy(seed),
+        environment="twx-coin",
+        episodes=episodes,
+        max_steps=10,
+        concurrency=2,
+        **kwargs,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +84,14 @@ def test_evaluate_policy_first_seed_index_shifts_the_games():
 @pytest.mark.envs
 @pytest.mark.model
 def test_evaluate_policy_tiny_lm_policy_plays_every_episode(make_policy):
-    result = evaluate_policy(make_policy(seed=0), environment="twx-coin", episodes=2,
-                             max_steps=3, greedy=True, concurrency=1)
+    result = evaluate_policy(
+        make_policy(seed=0),
+        environment="twx-coin",
+        episodes=2,
+        max_steps=3,
+        greedy=True,
+        concurrency=1,
+    )
 
     assert result.episodes == 2
     assert result.real_steps == pytest.approx(result.mean_length * 2)

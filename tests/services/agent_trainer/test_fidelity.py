@@ -10,18 +10,40 @@ from dreamgym.experience_types import HistoryEntry, Prediction
 from dreamgym.types import Provenance, Trajectory, Transition
 
 
-def label(step: int, *, reward: float = 0.0, terminated: bool = False, next_obs: str = "o",
-          next_actions: tuple[str, ...] = ("a", "b")) -> Transition:
-    return Transition(step=step, observation=f"obs {step}", admissible_actions=["a", "b"],
-                      action=f"act {step}", next_observation=next_obs,
-                      next_admissible_actions=list(next_actions), reward=reward,
-                      terminated=terminated, won=reward > 0 if terminated else None)
+def label(
+    step: int,
+    *,
+    reward: float = 0.0,
+    terminated: bool = False,
+    next_obs: str = "o",
+    next_actions: tuple[str, ...] = ("a", "b"),
+) -> Transition:
+    return Transition(
+        step=step,
+        observation=f"obs {step}",
+        admissible_actions=["a", "b"],
+        action=f"act {step}",
+        next_observation=next_obs,
+        next_admissible_actions=list(next_actions),
+        reward=reward,
+        terminated=terminated,
+        won=reward > 0 if terminated else None,
+    )
 
 
-def prediction(*, reward: float | None = 0.0, terminated: bool | None = False,
-               observation: str | None = "o", actions: tuple[str, ...] = ("a", "b")) -> Prediction:
-    return Prediction(observation=observation, admissible_actions=list(actions), reward=reward,
-                      terminated=terminated)
+def prediction(
+    *,
+    reward: float | None = 0.0,
+    terminated: bool | None = False,
+    observation: str | None = "o",
+    actions: tuple[str, ...] = ("a", "b"),
+) -> Prediction:
+    return Prediction(
+        observation=observation,
+        admissible_actions=list(actions),
+        reward=reward,
+        terminated=terminated,
+    )
 
 
 FAILED = Prediction(error=ErrorInfo(type="malformed_transition", message="bad", code=502))
@@ -29,11 +51,11 @@ FAILED = Prediction(error=ErrorInfo(type="malformed_transition", message="bad", 
 
 def test_fidelity_metrics_hand_case_exact_values():
     labels = [
-        label(0),                                                 # 0: all correct
-        label(1, next_obs="room 2", next_actions=("c",)),         # 1: obs and actions wrong
-        label(2, reward=1.0, terminated=True, next_obs="won"),    # 2: reward missed
-        label(0, reward=1.0, terminated=True, next_obs="won"),    # 3: win predicted, terminal
-        label(1),                                                 # 4: parse failure
+        label(0),  # 0: all correct
+        label(1, next_obs="room 2", next_actions=("c",)),  # 1: obs and actions wrong
+        label(2, reward=1.0, terminated=True, next_obs="won"),  # 2: reward missed
+        label(0, reward=1.0, terminated=True, next_obs="won"),  # 3: win predicted, terminal
+        label(1),  # 4: parse failure
     ]
     predictions = [
         prediction(),
@@ -86,20 +108,36 @@ def test_fidelity_metrics_length_mismatch_raises():
 
 def trajectory(task: str, actions: list[str]) -> Trajectory:
     transitions = [
-        Transition(step=i, observation=f"{task} obs {i}", admissible_actions=list(actions),
-                   action=a, next_observation=f"{task} obs {i + 1}",
-                   next_admissible_actions=list(actions), reward=float(i == len(actions) - 1),
-                   terminated=i == len(actions) - 1)
+        Transition(
+            step=i,
+            observation=f"{task} obs {i}",
+            admissible_actions=list(actions),
+            action=a,
+            next_observation=f"{task} obs {i + 1}",
+            next_admissible_actions=list(actions),
+            reward=float(i == len(actions) - 1),
+            terminated=i == len(actions) - 1,
+        )
         for i, a in enumerate(actions)
     ]
-    return Trajectory(task=task, transitions=transitions,
-                      provenance=Provenance(environment="twx-coin", game_seed=1_000_000,
-                                            split="eval", policy="expert", source="real"))
+    return Trajectory(
+        task=task,
+        transitions=transitions,
+        provenance=Provenance(
+            environment="twx-coin",
+            game_seed=1_000_000,
+            split="eval",
+            policy="expert",
+            source="real",
+        ),
+    )
 
 
 def test_heldout_queries_carry_the_real_history_and_transition_labels():
-    trajectories = [trajectory("t1", ["move north", "take coin", "look"]),
-                    trajectory("t2", ["take coin"])]
+    trajectories = [
+        trajectory("t1", ["move north", "take coin", "look"]),
+        trajectory("t2", ["take coin"]),
+    ]
 
     queries, labels = heldout_queries(trajectories, "twx-coin")
 
@@ -107,13 +145,18 @@ def test_heldout_queries_carry_the_real_history_and_transition_labels():
     assert [q.history for q in queries] == [
         [],
         [HistoryEntry(observation="t1 obs 0", action="move north")],
-        [HistoryEntry(observation="t1 obs 0", action="move north"),
-         HistoryEntry(observation="t1 obs 1", action="take coin")],
+        [
+            HistoryEntry(observation="t1 obs 0", action="move north"),
+            HistoryEntry(observation="t1 obs 1", action="take coin"),
+        ],
         [],
     ]
     assert [(q.task, q.observation, q.action) for q in queries] == [
-        ("t1", "t1 obs 0", "move north"), ("t1", "t1 obs 1", "take coin"),
-        ("t1", "t1 obs 2", "look"), ("t2", "t2 obs 0", "take coin")]
+        ("t1", "t1 obs 0", "move north"),
+        ("t1", "t1 obs 1", "take coin"),
+        ("t1", "t1 obs 2", "look"),
+        ("t2", "t2 obs 0", "take coin"),
+    ]
     assert {q.environment for q in queries} == {"twx-coin"}
     assert [q.seed for q in queries] == [0, 1, 2, 3]
     assert queries[1].admissible_actions == ["move north", "take coin", "look"]

@@ -15,11 +15,13 @@ from .factories import ACTIONS, PREFIX_ACTIONS, action_probabilities, make_state
 
 pytestmark = pytest.mark.model
 
-FAST = settings(max_examples=30, deadline=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture])
+FAST = settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 WORDS = st.text(alphabet="abcdefghlmnortuw ", min_size=1, max_size=14).map(str.strip).filter(bool)
-ACTION_LISTS = st.lists(st.one_of(st.sampled_from(PREFIX_ACTIONS), WORDS), min_size=1,
-                        max_size=6, unique=True)
+ACTION_LISTS = st.lists(
+    st.one_of(st.sampled_from(PREFIX_ACTIONS), WORDS), min_size=1, max_size=6, unique=True
+)
 HISTORY = [HistoryItem(f"observation {i}", f"action {i}") for i in range(5)]
 
 
@@ -31,8 +33,12 @@ def gen(seed: int) -> torch.Generator:
 
 
 def test_build_agent_prompt_shows_task_step_observation_actions_and_ends_with_action():
-    state = make_state(["move north", "take coin"], task="Find  the\ncoin.", step=3,
-                       observation="You are in\nthe kitchen.")
+    state = make_state(
+        ["move north", "take coin"],
+        task="Find  the\ncoin.",
+        step=3,
+        observation="You are in\nthe kitchen.",
+    )
 
     prompt = build_agent_prompt(state, [], history_length=2)
 
@@ -79,8 +85,9 @@ def test_prompt_ids_follow_policy_history_length(make_policy):
 
 @FAST
 @given(actions=ACTION_LISTS, seed=st.integers(0, 2**16))
-def test_act_random_action_lists_returns_admissible_action_with_its_token_ids(policy, actions,
-                                                                              seed):
+def test_act_random_action_lists_returns_admissible_action_with_its_token_ids(
+    policy, actions, seed
+):
     state = make_state(actions)
 
     (decision,) = policy.act([state], [[]], generator=gen(seed))
@@ -93,12 +100,14 @@ def test_act_random_action_lists_returns_admissible_action_with_its_token_ids(po
 
 @FAST
 @given(actions=ACTION_LISTS, seed=st.integers(0, 2**16))
-def test_act_forced_positions_have_logprob_zero_and_choice_positions_are_negative(policy,
-                                                                                  actions, seed):
+def test_act_forced_positions_have_logprob_zero_and_choice_positions_are_negative(
+    policy, actions, seed
+):
     (decision,) = policy.act([make_state(actions)], [[]], generator=gen(seed))
 
-    for allowed, token, log_prob in zip(decision.allowed, decision.completion_ids,
-                                        decision.sampled_log_probs, strict=True):
+    for allowed, token, log_prob in zip(
+        decision.allowed, decision.completion_ids, decision.sampled_log_probs, strict=True
+    ):
         assert token in allowed
         if len(allowed) == 1:
             assert log_prob == 0.0
@@ -184,39 +193,50 @@ def test_act_state_without_admissible_actions_raises_value_error_naming_it(polic
 
 
 def test_act_batch_with_different_prompt_lengths_matches_acting_alone(policy):
-    states = [make_state(PREFIX_ACTIONS), make_state(["go", "open door"], observation="Hi."),
-              make_state(ACTIONS, observation="A much longer observation " * 12, step=4)]
+    states = [
+        make_state(PREFIX_ACTIONS),
+        make_state(["go", "open door"], observation="Hi."),
+        make_state(ACTIONS, observation="A much longer observation " * 12, step=4),
+    ]
     histories = [HISTORY, [], HISTORY[:1]]
     assert len({len(policy.prompt_ids(s, h)) for s, h in zip(states, histories, strict=True)}) == 3
 
     batch = policy.act(states, histories, temperature=0.0)
-    alone = [policy.act([s], [h], temperature=0.0)[0] for s, h in
-             zip(states, histories, strict=True)]
+    alone = [
+        policy.act([s], [h], temperature=0.0)[0] for s, h in zip(states, histories, strict=True)
+    ]
 
     for b, a in zip(batch, alone, strict=True):
         assert b.completion_ids == a.completion_ids
-        torch.testing.assert_close(torch.tensor(b.sampled_log_probs),
-                                   torch.tensor(a.sampled_log_probs), atol=1e-4, rtol=0)
+        torch.testing.assert_close(
+            torch.tensor(b.sampled_log_probs), torch.tensor(a.sampled_log_probs), atol=1e-4, rtol=0
+        )
 
 
 def test_act_records_temperature_one_log_probs_when_sampling_colder(policy):
-    decisions = policy.act([make_state(PREFIX_ACTIONS)] * 4, [HISTORY] * 4, temperature=0.3,
-                           generator=gen(1))
+    decisions = policy.act(
+        [make_state(PREFIX_ACTIONS)] * 4, [HISTORY] * 4, temperature=0.3, generator=gen(1)
+    )
 
     with torch.no_grad():
         log_probs, _ = policy.completion_log_probs(decisions)
 
     for row, d in zip(log_probs, decisions, strict=True):
-        torch.testing.assert_close(row[: len(d.sampled_log_probs)],
-                                   torch.tensor(d.sampled_log_probs), atol=1e-4, rtol=0)
+        torch.testing.assert_close(
+            row[: len(d.sampled_log_probs)], torch.tensor(d.sampled_log_probs), atol=1e-4, rtol=0
+        )
 
 
 # -- completion_log_probs ----------------------------------------------------------------------
 
 
 def sampled_batch(policy, seed: int = 0):
-    states = [make_state(PREFIX_ACTIONS), make_state(["go", "go north"]), make_state(ACTIONS),
-              make_state(["look around"])]
+    states = [
+        make_state(PREFIX_ACTIONS),
+        make_state(["go", "go north"]),
+        make_state(ACTIONS),
+        make_state(["look around"]),
+    ]
     return policy.act(states, [HISTORY, [], HISTORY[:1], []], generator=gen(seed))
 
 
@@ -283,7 +303,8 @@ def test_completion_log_probs_are_differentiable_into_the_model(make_policy):
 
     grads = {n: p.grad for n, p in policy.model.named_parameters()}
     assert all(g is not None and bool(g.abs().sum() > 0) for g in grads.values()), [
-        n for n, g in grads.items() if g is None or not bool(g.abs().sum() > 0)]
+        n for n, g in grads.items() if g is None or not bool(g.abs().sum() > 0)
+    ]
 
 
 def test_completion_log_probs_forced_tail_positions_are_exact_zeros(policy):
@@ -310,5 +331,6 @@ def test_act_free_decoding_log_probs_match_full_softmax_scoring(make_policy):
         assert 1 <= len(d.completion_ids) <= 4
         assert d.allowed == [[]] * len(d.completion_ids)
         assert m[: len(d.completion_ids)].all()
-        torch.testing.assert_close(row[: len(d.completion_ids)],
-                                   torch.tensor(d.sampled_log_probs), atol=1e-4, rtol=0)
+        torch.testing.assert_close(
+            row[: len(d.completion_ids)], torch.tensor(d.sampled_log_probs), atol=1e-4, rtol=0
+        )

@@ -16,9 +16,17 @@ pytestmark = pytest.mark.model
 
 
 def collect(policy, pool, tasks, *, group_size=2, max_steps=3, seed=0):
-    return asyncio.run(collect_rollouts(policy, pool, tasks, group_size=group_size,
-                                        max_steps=max_steps, seed=seed,
-                                        generator=torch.Generator().manual_seed(0)))
+    return asyncio.run(
+        collect_rollouts(
+            policy,
+            pool,
+            tasks,
+            group_size=group_size,
+            max_steps=max_steps,
+            seed=seed,
+            generator=torch.Generator().manual_seed(0),
+        )
+    )
 
 
 class RaisingPolicy:
@@ -38,11 +46,18 @@ def test_collect_rollouts_order_is_group_contiguous(policy):
 def test_collect_rollouts_episode_i_resets_with_seed_plus_i_and_max_steps(policy):
     pool = ScriptedPool(max_concurrency=4)
 
-    collect(policy, pool, [make_task(0), make_task(1), make_task(2)], group_size=2, seed=100,
-            max_steps=7)
+    collect(
+        policy,
+        pool,
+        [make_task(0), make_task(1), make_task(2)],
+        group_size=2,
+        seed=100,
+        max_steps=7,
+    )
 
     assert [(e.task.task_id, e.seed, e.max_steps) for e in pool.episodes] == [
-        (f"twx-coin/train/{i // 2}", 100 + i, 7) for i in range(6)]
+        (f"twx-coin/train/{i // 2}", 100 + i, 7) for i in range(6)
+    ]
 
 
 def test_collect_rollouts_waves_never_exceed_max_concurrency_and_close_all(policy):
@@ -114,8 +129,14 @@ def test_collect_rollouts_state_without_actions_ends_episode(policy):
 
     async def step_to_dead_end(handle, action):
         out = await original_step(handle, action)
-        return type(out)(state=out.state.model_copy(update={"admissible_actions": []}),
-                         reward=0.0, terminated=False, truncated=False, won=False, info={})
+        return type(out)(
+            state=out.state.model_copy(update={"admissible_actions": []}),
+            reward=0.0,
+            terminated=False,
+            truncated=False,
+            won=False,
+            info={},
+        )
 
     pool.step = step_to_dead_end
 
@@ -150,8 +171,9 @@ def test_collect_rollouts_rewards_follow_the_pool(policy):
 def test_to_trajectory_valid_rollout_is_a_chained_synthetic_trajectory(policy):
     (rollout, _) = collect(policy, ScriptedPool(episode_length=3), [make_task(4)], max_steps=5)
 
-    trajectory = to_trajectory(rollout, environment="twx-coin", source="synthetic",
-                               policy_version="run@3")
+    trajectory = to_trajectory(
+        rollout, environment="twx-coin", source="synthetic", policy_version="run@3"
+    )
 
     assert isinstance(trajectory, Trajectory)
     assert Trajectory.model_validate(trajectory.model_dump()) == trajectory

@@ -30,19 +30,36 @@ pytestmark = pytest.mark.model
 
 
 def small_config(**overrides) -> GRPOConfig:
-    fields = {"iterations": 2, "tasks_per_iteration": 2, "group_size": 4, "max_steps": 3,
-              "learning_rate": 1e-2, "epochs_per_iteration": 1, "minibatch_size": 64, "beta": 0.0,
-              "curriculum_every": 0, "checkpoint_every": 100, "seed": 0}
+    fields = {
+        "iterations": 2,
+        "tasks_per_iteration": 2,
+        "group_size": 4,
+        "max_steps": 3,
+        "learning_rate": 1e-2,
+        "epochs_per_iteration": 1,
+        "minibatch_size": 64,
+        "beta": 0.0,
+        "curriculum_every": 0,
+        "checkpoint_every": 100,
+        "seed": 0,
+    }
     return GRPOConfig(**(fields | overrides))
 
 
-def make_trainer(make_policy, tmp_path, *, pool=None, config=None, tasks=None, replay=True,
-                 **kwargs):
+def make_trainer(
+    make_policy, tmp_path, *, pool=None, config=None, tasks=None, replay=True, **kwargs
+):
     source = RecordingTaskSource(tasks or [make_task(0), make_task(1)])
     sink = RecordingReplaySink() if replay else None
-    trainer = GRPOTrainer(config or small_config(), policy=make_policy(seed=0),
-                          pool=pool or ScriptedPool(), task_source=source, replay=sink,
-                          run_dir=tmp_path / "run-a", **kwargs)
+    trainer = GRPOTrainer(
+        config or small_config(),
+        policy=make_policy(seed=0),
+        pool=pool or ScriptedPool(),
+        task_source=source,
+        replay=sink,
+        run_dir=tmp_path / "run-a",
+        **kwargs,
+    )
     return trainer, source, sink
 
 
@@ -86,9 +103,18 @@ def test_grpo_step_metrics_are_finite_and_namespaced(make_policy, tmp_path):
 
     metrics = trainer.step()
 
-    for key in ("rollout/episode_return", "rollout/success_rate", "rollout/valid_fraction",
-                "advantage/std", "loss/policy", "loss/total", "policy/grad_norm",
-                "time/rollout_s", "replay/pushed_trajectories", "rollout/env_steps_total"):
+    for key in (
+        "rollout/episode_return",
+        "rollout/success_rate",
+        "rollout/valid_fraction",
+        "advantage/std",
+        "loss/policy",
+        "loss/total",
+        "policy/grad_norm",
+        "time/rollout_s",
+        "replay/pushed_trajectories",
+        "rollout/env_steps_total",
+    ):
         assert math.isfinite(metrics[key]), key
     assert metrics["iteration"] == 0
     assert metrics["rollout/valid_fraction"] == 1.0
@@ -116,8 +142,10 @@ def test_grpo_step_reports_each_tasks_group_rewards_with_policy_version(make_pol
     trainer.step()
 
     returns = [pool.episode_return(h) for h in range(8)]
-    assert source.reports == [("twx-coin/train/0", returns[:4], "run-a@0"),
-                              ("twx-coin/train/1", returns[4:], "run-a@0")]
+    assert source.reports == [
+        ("twx-coin/train/0", returns[:4], "run-a@0"),
+        ("twx-coin/train/1", returns[4:], "run-a@0"),
+    ]
     assert source.samples == [(2, 0)]
 
 
@@ -132,17 +160,23 @@ def test_grpo_step_pushes_synthetic_trajectories_with_policy_version(make_policy
     assert metrics["replay/pushed_trajectories"] == 8
     assert {t.provenance.source for t in sink.trajectories} == {"synthetic"}
     assert [t.provenance.policy_version for t in sink.trajectories] == ["run-a@0"] * 8 + [
-        "run-a@1"] * 8
+        "run-a@1"
+    ] * 8
     assert {t.provenance.environment for t in sink.trajectories} == {"twx-coin"}
     assert [t.task_id for t in sink.batches[0]] == ["twx-coin/train/0"] * 4 + [
-        "twx-coin/train/1"] * 4
+        "twx-coin/train/1"
+    ] * 4
 
 
 @pytest.mark.parametrize("case", ["real_pool", "disabled", "no_sink"])
 def test_grpo_step_does_not_push_real_disabled_or_sinkless(make_policy, tmp_path, case):
     trainer, _, sink = make_trainer(
-        make_policy, tmp_path, pool=ScriptedPool(real=case == "real_pool"),
-        config=small_config(push_synthetic=case != "disabled"), replay=case != "no_sink")
+        make_policy,
+        tmp_path,
+        pool=ScriptedPool(real=case == "real_pool"),
+        config=small_config(push_synthetic=case != "disabled"),
+        replay=case != "no_sink",
+    )
 
     metrics = trainer.step()
 
@@ -150,10 +184,12 @@ def test_grpo_step_does_not_push_real_disabled_or_sinkless(make_policy, tmp_path
     assert sink is None or sink.batches == []
 
 
-def test_grpo_train_calls_curriculum_generate_every_curriculum_every_iterations(make_policy,
-                                                                              tmp_path):
-    config = small_config(iterations=4, curriculum_every=2, curriculum_seed_tasks=3,
-                          curriculum_variations=2, seed=7)
+def test_grpo_train_calls_curriculum_generate_every_curriculum_every_iterations(
+    make_policy, tmp_path
+):
+    config = small_config(
+        iterations=4, curriculum_every=2, curriculum_seed_tasks=3, curriculum_variations=2, seed=7
+    )
     trainer, source, _ = make_trainer(make_policy, tmp_path, config=config)
 
     trainer.train()
@@ -164,8 +200,9 @@ def test_grpo_train_calls_curriculum_generate_every_curriculum_every_iterations(
 
 
 def test_grpo_train_curriculum_every_zero_never_generates(make_policy, tmp_path):
-    trainer, source, _ = make_trainer(make_policy, tmp_path,
-                                      config=small_config(iterations=2, curriculum_every=0))
+    trainer, source, _ = make_trainer(
+        make_policy, tmp_path, config=small_config(iterations=2, curriculum_every=0)
+    )
 
     trainer.train()
 
@@ -175,8 +212,7 @@ def test_grpo_train_curriculum_every_zero_never_generates(make_policy, tmp_path)
 # -- failed rollouts ---------------------------------------------------------------------------
 
 
-def test_grpo_step_failed_rollouts_are_masked_not_scored_zero(make_policy, tmp_path,
-                                                             spy_batches):
+def test_grpo_step_failed_rollouts_are_masked_not_scored_zero(make_policy, tmp_path, spy_batches):
     pool = ScriptedPool(episode_length=2, fail_handles=[1, 6], fail_at_step=2)
     trainer, source, sink = make_trainer(make_policy, tmp_path, pool=pool)
 
@@ -195,10 +231,12 @@ def test_grpo_step_failed_rollouts_are_masked_not_scored_zero(make_policy, tmp_p
     assert metrics["rollout/valid_fraction"] == 6 / 8
 
 
-def test_grpo_step_failed_rollouts_do_not_change_valid_advantages(make_policy, tmp_path,
-                                                                 spy_batches):
-    trainer, *_ = make_trainer(make_policy, tmp_path,
-                               pool=ScriptedPool(fail_handles=[0], fail_at_step=1))
+def test_grpo_step_failed_rollouts_do_not_change_valid_advantages(
+    make_policy, tmp_path, spy_batches
+):
+    trainer, *_ = make_trainer(
+        make_policy, tmp_path, pool=ScriptedPool(fail_handles=[0], fail_at_step=1)
+    )
 
     trainer.step()
 
@@ -247,8 +285,7 @@ def test_grpo_train_writes_config_metrics_and_checkpoints(make_policy, tmp_path)
     trainer.train()
 
     run = trainer.run_dir
-    assert json.loads((run / "config.json").read_text()) == json.loads(
-        json.dumps(config.to_dict()))
+    assert json.loads((run / "config.json").read_text()) == json.loads(json.dumps(config.to_dict()))
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in rows] == [0, 1, 2]
     names = sorted(p.name for p in (run / "checkpoints").iterdir())
@@ -264,8 +301,9 @@ def test_grpo_checkpoint_weights_load_as_the_trained_policy(make_policy, tmp_pat
 
     model, _ = load_causal_lm(str(trainer.run_dir / "checkpoints" / "latest"))
 
-    for (name, a), b in zip(trainer.policy.model.state_dict().items(),
-                            model.state_dict().values(), strict=True):
+    for (name, a), b in zip(
+        trainer.policy.model.state_dict().items(), model.state_dict().values(), strict=True
+    ):
         torch.testing.assert_close(a, b, msg=name)
 
 
@@ -302,8 +340,12 @@ def test_grpo_resumed_train_runs_only_the_remaining_iterations(make_policy, tmp_
 def test_grpo_train_should_stop_ends_before_next_iteration(make_policy, tmp_path):
     calls = []
     trainer, source, _ = make_trainer(
-        make_policy, tmp_path, config=small_config(iterations=5),
-        should_stop=lambda: len(calls) >= 2, on_metrics=lambda it, m: calls.append(it))
+        make_policy,
+        tmp_path,
+        config=small_config(iterations=5),
+        should_stop=lambda: len(calls) >= 2,
+        on_metrics=lambda it, m: calls.append(it),
+    )
 
     trainer.train()
 

@@ -96,7 +96,8 @@ class EpisodeNotFoundError(NotFoundError):
 
     def __init__(self, episode_id: str) -> None:
         super().__init__(
-            f"episode '{episode_id}' does not exist (unknown, closed, or expired after its idle TTL)",
+            f"episode '{episode_id}' does not exist "
+            "(unknown, closed, or expired after its idle TTL)",
             param="episode_id",
         )
         self.episode_id = episode_id

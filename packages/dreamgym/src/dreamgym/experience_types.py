@@ -4,6 +4,8 @@ Endpoints (errors in the :class:`dreamgym.errors.ErrorResponse` envelope):
 
 - ``POST /v1/episodes`` :class:`EpisodeResetRequest` → :class:`EpisodeResponse` (reset)
 - ``POST /v1/episodes/{episode_id}/step`` :class:`EpisodeStepRequest` → :class:`EpisodeStepResponse`
+- ``POST /v1/episodes:step`` :class:`BatchStepRequest` → :class:`BatchStepResponse` (many episodes,
+  one model batch, per-item errors)
 - ``GET /v1/episodes/{episode_id}`` → :class:`EpisodeDetail`
 - ``DELETE /v1/episodes/{episode_id}`` → 204
 - ``POST /v1/transitions:predict`` :class:`PredictRequest` → :class:`PredictResponse`
@@ -19,6 +21,10 @@ from dreamgym.errors import ErrorInfo
 from dreamgym.types import AbstractState, NonEmptyStr, Task, Transition, WireModel
 
 __all__ = [
+    "BatchStepItem",
+    "BatchStepRequest",
+    "BatchStepResponse",
+    "BatchStepResult",
     "EpisodeDetail",
     "EpisodeResetRequest",
     "EpisodeResponse",
@@ -36,6 +42,7 @@ __all__ = [
 
 MAX_ACTION_CHARS = 2000
 MAX_PREDICT_QUERIES = 256
+MAX_BATCH_STEPS = 1024
 
 
 class EpisodeResetRequest(WireModel):
@@ -92,6 +99,20 @@ class EpisodeStepRequest(WireModel):
     seed: int | None = Field(default=None, ge=0)
 
 
+class BatchStepItem(WireModel):
+    """One (episode, action) pair of a batch step."""
+
+    episode_id: NonEmptyStr
+    action: NonEmptyStr = Field(max_length=MAX_ACTION_CHARS)
+    seed: int | None = Field(default=None, ge=0)
+
+
+class BatchStepRequest(WireModel):
+    """Body of ``POST /v1/episodes:step``: many episodes advanced in one model batch."""
+
+    steps: list[BatchStepItem] = Field(min_length=1, max_length=MAX_BATCH_STEPS)
+
+
 class StepInfo(WireModel):
     """Diagnostics of one imagined step.
 
@@ -136,6 +157,19 @@ class EpisodeStepResponse(WireModel):
     state: AbstractState
     transition: Transition
     info: StepInfo
+
+
+class BatchStepResult(WireModel):
+    """The result of one item of a batch step: ``result`` or ``error`` (the other is null)."""
+
+    result: EpisodeStepResponse | None = None
+    error: ErrorInfo | None = None
+
+
+class BatchStepResponse(WireModel):
+    """``results[i]`` answers ``steps[i]``; per-item failures do not fail the batch."""
+
+    results: list[BatchStepResult]
 
 
 class HistoryEntry(WireModel):

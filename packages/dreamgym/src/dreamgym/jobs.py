@@ -155,7 +155,8 @@ def _job_main(root: str, job_id: str, target: str) -> None:
         ctx._update(state="cancelled", finished_at=_now(), message="cancelled")
     except BaseException as exc:  # the job failed: record it, never crash silently
         ctx._update(
-            state="failed", finished_at=_now(),
+            state="failed",
+            finished_at=_now(),
             error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-4000:]}",
         )
 
@@ -238,8 +239,10 @@ class LocalJobRunner:
             raise ConflictError(f"job '{job_id}' already {record.state}", param="job_id")
         (self.root / job_id / "cancel").touch()
         if record.state == "queued":
-            _write(self.root / job_id, record.model_copy(
-                update={"state": "cancelled", "finished_at": _now()}))
+            _write(
+                self.root / job_id,
+                record.model_copy(update={"state": "cancelled", "finished_at": _now()}),
+            )
         return self.get(job_id)
 
     def metrics(self, job_id: str) -> list[dict[str, Any]]:
@@ -267,8 +270,10 @@ class LocalJobRunner:
         )
         for record in queued[: max(0, self.max_running - running)]:
             proc = self._ctx.Process(
-                target=_job_main, args=(str(self.root), record.job_id, self.kinds[record.kind]),
-                name=f"job-{record.job_id}", daemon=False,
+                target=_job_main,
+                args=(str(self.root), record.job_id, self.kinds[record.kind]),
+                name=f"job-{record.job_id}",
+                daemon=False,
             )
             proc.start()
             self._procs[record.job_id] = proc
@@ -286,11 +291,18 @@ class LocalJobRunner:
             record = _read(workdir)
             if record.state not in FINAL_STATES:
                 cancelled = (workdir / "cancel").exists()
-                _write(workdir, record.model_copy(update={
-                    "state": "cancelled" if cancelled else "failed",
-                    "finished_at": _now(),
-                    "error": None if cancelled else f"job process exited with code {proc.exitcode}",
-                }))
+                _write(
+                    workdir,
+                    record.model_copy(
+                        update={
+                            "state": "cancelled" if cancelled else "failed",
+                            "finished_at": _now(),
+                            "error": None
+                            if cancelled
+                            else f"job process exited with code {proc.exitcode}",
+                        }
+                    ),
+                )
             del self._procs[job_id]
 
     def _watch(self) -> None:

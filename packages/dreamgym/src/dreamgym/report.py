@@ -28,13 +28,15 @@ def comparison(policies: dict[str, dict[str, Any]]) -> dict[str, Any]:
     for base in ("before_rl", "random"):
         if base in policies and "dreamgym" in policies:
             a, b = policies["dreamgym"], policies[base]
-            overlap = intervals_overlap((a["ci95_low"], a["ci95_high"]),
-                                        (b["ci95_low"], b["ci95_high"]))
+            overlap = intervals_overlap(
+                (a["ci95_low"], a["ci95_high"]), (b["ci95_low"], b["ci95_high"])
+            )
             out[f"dreamgym_vs_{base}"] = {
                 "success_rate_difference": a["success_rate"] - b["success_rate"],
                 "intervals_overlap": overlap,
-                "dreamgym_better_non_overlapping": (not overlap
-                                                    and a["success_rate"] > b["success_rate"]),
+                "dreamgym_better_non_overlapping": (
+                    not overlap and a["success_rate"] > b["success_rate"]
+                ),
             }
     return out
 
@@ -61,18 +63,34 @@ def _markdown(report: dict[str, Any]) -> str:
     for key, label in names.items():
         if key in p:
             r = p[key]
-            lines.append(f"| {label} | {_pct(r['success_rate'])} | [{_pct(r['ci95_low'])}, "
-                         f"{_pct(r['ci95_high'])}] | {r['mean_reward']:.3f} | {r['episodes']} |")
+            lines.append(
+                f"| {label} | {_pct(r['success_rate'])} | [{_pct(r['ci95_low'])}, "
+                f"{_pct(r['ci95_high'])}] | {r['mean_reward']:.3f} | {r['episodes']} |"
+            )
     cmp_ = report.get("comparison", {}).get("dreamgym_vs_before_rl")
     if cmp_:
-        verdict = ("beats" if cmp_["dreamgym_better_non_overlapping"] else "does not beat")
-        lines += ["", f"DreamGym **{verdict}** the policy before RL with non-overlapping 95% "
-                      f"intervals (difference {100 * cmp_['success_rate_difference']:+.1f} points)."]
-    lines += ["", "## Experience model on held-out real transitions", "",
-              "| metric | value |", "|---|---|"]
-    for key in ("reward_accuracy", "success_reward_recall", "termination_accuracy",
-                "next_observation_exact_match", "admissible_actions_exact_match",
-                "parse_failure_rate", "transitions"):
+        verdict = "beats" if cmp_["dreamgym_better_non_overlapping"] else "does not beat"
+        lines += [
+            "",
+            f"DreamGym **{verdict}** the policy before RL with non-overlapping 95% "
+            f"intervals (difference {100 * cmp_['success_rate_difference']:+.1f} points).",
+        ]
+    lines += [
+        "",
+        "## Experience model on held-out real transitions",
+        "",
+        "| metric | value |",
+        "|---|---|",
+    ]
+    for key in (
+        "reward_accuracy",
+        "success_reward_recall",
+        "termination_accuracy",
+        "next_observation_exact_match",
+        "admissible_actions_exact_match",
+        "parse_failure_rate",
+        "transitions",
+    ):
         if key in fid:
             v = fid[key]
             lines.append(f"| {key} | {v if isinstance(v, int) or v is None else f'{v:.3f}'} |")
@@ -94,14 +112,22 @@ def _plot(curve: list[dict[str, Any]], policies: dict[str, dict[str, Any]], path
 
     fig, ax = plt.subplots(figsize=(7, 4))
     xs = [row["iteration"] + 1 for row in curve]
-    ax.plot(xs, [row["rollout/success_rate"] for row in curve], marker="o",
-            label="imagined success (training rollouts)")
+    ax.plot(
+        xs,
+        [row["rollout/success_rate"] for row in curve],
+        marker="o",
+        label="imagined success (training rollouts)",
+    )
     colors = {"random": "gray", "before_rl": "tab:orange", "dreamgym": "tab:green"}
     for key, color in colors.items():
         if key in policies:
             r = policies[key]
-            ax.axhline(r["success_rate"], color=color, linestyle="--",
-                       label=f"real held-out: {key} ({100 * r['success_rate']:.0f}%)")
+            ax.axhline(
+                r["success_rate"],
+                color=color,
+                linestyle="--",
+                label=f"real held-out: {key} ({100 * r['success_rate']:.0f}%)",
+            )
             ax.axhspan(r["ci95_low"], r["ci95_high"], color=color, alpha=0.1)
     ax.set_xlabel("GRPO iteration (imagined environment)")
     ax.set_ylabel("success rate")
@@ -113,12 +139,17 @@ def _plot(curve: list[dict[str, Any]], policies: dict[str, dict[str, Any]], path
     plt.close(fig)
 
 
-def write_report(report: dict[str, Any], curve: list[dict[str, Any]], out_dir: Path) -> dict[str, Path]:
+def write_report(
+    report: dict[str, Any], curve: list[dict[str, Any]], out_dir: Path
+) -> dict[str, Path]:
     """Write the three report files; returns their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     report = {**report, "comparison": comparison(report["policies"])}
-    paths = {"json": out_dir / "report.json", "md": out_dir / "report.md",
-             "png": out_dir / "training_curve.png"}
+    paths = {
+        "json": out_dir / "report.json",
+        "md": out_dir / "report.md",
+        "png": out_dir / "training_curve.png",
+    }
     paths["json"].write_text(json.dumps({**report, "training_curve": curve}, indent=2))
     paths["md"].write_text(_markdown(report))
     _plot(curve, report["policies"], paths["png"])

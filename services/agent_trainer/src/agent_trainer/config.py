@@ -49,8 +49,9 @@ class PolicyConfig:
 
     def __post_init__(self) -> None:
         if self.history_length < 0:
-            raise ConfigValueError(f"history_length must be >= 0, got {self.history_length}",
-                                   ["history_length"])
+            raise ConfigValueError(
+                f"history_length must be >= 0, got {self.history_length}", ["history_length"]
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,8 +131,11 @@ class GRPOConfig:
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
             values = {name: getattr(self, name) for name in bad}
-            raise ConfigValueError(f"invalid GRPO config values {values} (group_size needs "
-                                   ">= 2: a group-relative advantage needs a group)", bad)
+            raise ConfigValueError(
+                f"invalid GRPO config values {values} (group_size needs "
+                ">= 2: a group-relative advantage needs a group)",
+                bad,
+            )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (saved with every run)."""
@@ -169,8 +173,8 @@ class EvaluateConfig:
         if self.episodes < 1:
             raise ConfigValueError(f"episodes must be >= 1, got {self.episodes}", ["episodes"])
         if self.max_steps < 1:
-            raise ConfigValueError(f"max_steps must be >= 1, got {self.max_steps}",
-                                   ["max_steps"])
+            raise ConfigValueError(f"max_steps must be >= 1, got {self.max_steps}", ["max_steps"])
         if self.concurrency < 1:
-            raise ConfigValueError(f"concurrency must be >= 1, got {self.concurrency}",
-                                   ["concurrency"])
+            raise ConfigValueError(
+                f"concurrency must be >= 1, got {self.concurrency}", ["concurrency"]
+            )

@@ -14,6 +14,7 @@ baseline (paper §4.3: the same mapping to the abstract state in both settings).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -72,16 +73,36 @@ class ImaginedEnvPool:
     async def step(self, handle: Any, action: str) -> EnvStep:
         out = await self.client.step(handle, action)
         return EnvStep(
-            state=out.state, reward=out.reward, terminated=out.terminated,
-            truncated=out.truncated, won=out.info.won,
+            state=out.state,
+            reward=out.reward,
+            terminated=out.terminated,
+            truncated=out.truncated,
+            won=out.info.won,
             info={"reasoning": out.info.reasoning, "retrieved": out.info.retrieved},
         )
 
+    async def step_many(self, items: list[tuple[Any, str]]) -> list[EnvStep | BaseException]:
+        """All steps of a lockstep round in one request (one experience-model batch)."""
+        out: list[EnvStep | BaseException] = []
+        for r in await self.client.step_many([(h, a, None) for h, a in items]):
+            if isinstance(r, BaseException):
+                out.append(r)
+            else:
+                out.append(
+                    EnvStep(
+                        state=r.state,
+                        reward=r.reward,
+                        terminated=r.terminated,
+                        truncated=r.truncated,
+                        won=r.info.won,
+                        info={"reasoning": r.info.reasoning, "retrieved": r.info.retrieved},
+                    )
+                )
+        return out
+
     async def close(self, handle: Any) -> None:
-        try:
+        with contextlib.suppress(Exception):  # already expired/closed: nothing left to free
             await self.client.close_episode(handle)
-        except Exception:  # already expired/closed: nothing left to free
-            pass
 
 
 class RealEnvPool:
@@ -122,8 +143,14 @@ class RealEnvPool:
     async def step(self, handle: Any, action: str) -> EnvStep:
         result = await asyncio.to_thread(handle.step, action)
         self.real_steps += 1
-        return EnvStep(state=result.state, reward=result.reward, terminated=result.terminated,
-                       truncated=result.truncated, won=result.won, info=dict(result.info))
+        return EnvStep(
+            state=result.state,
+            reward=result.reward,
+            terminated=result.terminated,
+            truncated=result.truncated,
+            won=result.won,
+            info=dict(result.info),
+        )
 
     async def close(self, handle: Any) -> None:
         self._free.append(handle)

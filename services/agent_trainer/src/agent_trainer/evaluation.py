@@ -33,12 +33,20 @@ class UniformRandomPolicy:
     def __init__(self, seed: int = 0) -> None:
         self.rng = random.Random(seed)
 
-    def act(self, states: Sequence[AbstractState], histories: Sequence[Sequence[HistoryItem]],
-            **_: Any) -> list[Decision]:
+    def act(
+        self, states: Sequence[AbstractState], histories: Sequence[Sequence[HistoryItem]], **_: Any
+    ) -> list[Decision]:
         """One uniformly random admissible action per state."""
         del histories
-        return [Decision(action=self.rng.choice(list(s.admissible_actions)), prompt_ids=[],
-                         completion_ids=[], sampled_log_probs=[]) for s in states]
+        return [
+            Decision(
+                action=self.rng.choice(list(s.admissible_actions)),
+                prompt_ids=[],
+                completion_ids=[],
+                sampled_log_probs=[],
+            )
+            for s in states
+        ]
 
 
 @dataclass
@@ -67,24 +75,44 @@ class EvaluationResult:
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the report's ``policies`` entries)."""
         return {
-            "success_rate": self.success_rate, "ci95_low": self.ci95_low,
-            "ci95_high": self.ci95_high, "mean_reward": self.mean_reward,
-            "mean_reward_ci95": list(self.mean_reward_ci95), "episodes": self.episodes,
-            "mean_length": self.mean_length, "real_steps": self.real_steps,
+            "success_rate": self.success_rate,
+            "ci95_low": self.ci95_low,
+            "ci95_high": self.ci95_high,
+            "mean_reward": self.mean_reward,
+            "mean_reward_ci95": list(self.mean_reward_ci95),
+            "episodes": self.episodes,
+            "mean_length": self.mean_length,
+            "real_steps": self.real_steps,
         }
 
 
 def eval_tasks(environment: str, episodes: int, first_seed_index: int = 0) -> list[Task]:
     """Task stubs for held-out real games (the real env supplies instruction and state)."""
     seeds = split_seeds("eval", episodes, start=first_seed_index)
-    return [Task(task_id=f"{environment}/eval/{s}", environment=environment,
-                 instruction="(real environment)", initial_observation="", game_seed=s,
-                 split="eval") for s in seeds]
+    return [
+        Task(
+            task_id=f"{environment}/eval/{s}",
+            environment=environment,
+            instruction="(real environment)",
+            initial_observation="",
+            game_seed=s,
+            split="eval",
+        )
+        for s in seeds
+    ]
 
 
-def evaluate_policy(policy: LMPolicy | UniformRandomPolicy, *, environment: str, episodes: int,
-                    max_steps: int, first_seed_index: int = 0, greedy: bool = False,
-                    concurrency: int = 8, seed: int = 0) -> EvaluationResult:
+def evaluate_policy(
+    policy: LMPolicy | UniformRandomPolicy,
+    *,
+    environment: str,
+    episodes: int,
+    max_steps: int,
+    first_seed_index: int = 0,
+    greedy: bool = False,
+    concurrency: int = 8,
+    seed: int = 0,
+) -> EvaluationResult:
     """Play ``episodes`` held-out real games with ``policy``.
 
     Args:
@@ -98,13 +126,21 @@ def evaluate_policy(policy: LMPolicy | UniformRandomPolicy, *, environment: str,
         seed: policy sampling seed.
     """
     tasks = eval_tasks(environment, episodes, first_seed_index)
-    pool = RealEnvPool(lambda: make_env(environment, max_steps=max_steps),
-                       max_concurrency=concurrency)
+    pool = RealEnvPool(
+        lambda: make_env(environment, max_steps=max_steps), max_concurrency=concurrency
+    )
     try:
-        rollouts = asyncio.run(collect_rollouts(
-            policy, pool, tasks, group_size=1, max_steps=max_steps,  # type: ignore[arg-type]
-            temperature=0.0 if greedy else 1.0,
-            generator=torch.Generator().manual_seed(seed)))
+        rollouts = asyncio.run(
+            collect_rollouts(
+                policy,
+                pool,
+                tasks,
+                group_size=1,
+                max_steps=max_steps,  # type: ignore[arg-type]
+                temperature=0.0 if greedy else 1.0,
+                generator=torch.Generator().manual_seed(seed),
+            )
+        )
     finally:
         pool.shutdown()
     failed = [r.error for r in rollouts if not r.valid]
@@ -112,10 +148,13 @@ def evaluate_policy(policy: LMPolicy | UniformRandomPolicy, *, environment: str,
         raise RuntimeError(f"{len(failed)} real episodes failed, e.g. {failed[0]}")
     summary = summarize_episodes([r.won for r in rollouts], [r.episode_return for r in rollouts])
     return EvaluationResult(
-        success_rate=float(summary["success_rate"]), ci95_low=float(summary["ci95_low"]),
-        ci95_high=float(summary["ci95_high"]), mean_reward=float(summary["mean_reward"]),
+        success_rate=float(summary["success_rate"]),
+        ci95_low=float(summary["ci95_low"]),
+        ci95_high=float(summary["ci95_high"]),
+        mean_reward=float(summary["mean_reward"]),
         mean_reward_ci95=tuple(summary["mean_reward_ci95"]),  # type: ignore[arg-type]
         episodes=len(rollouts),
         mean_length=sum(len(r.transitions) for r in rollouts) / len(rollouts),
-        real_steps=pool.real_steps, game_seeds=[t.game_seed or 0 for t in tasks],
+        real_steps=pool.real_steps,
+        game_seeds=[t.game_seed or 0 for t in tasks],
     )

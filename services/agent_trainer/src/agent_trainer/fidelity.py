@@ -30,18 +30,28 @@ from dreamgym.types import Trajectory
 __all__ = ["fidelity_metrics", "heldout_queries", "measure_fidelity"]
 
 
-def heldout_queries(trajectories: Sequence[Trajectory], environment: str
-                    ) -> tuple[list[PredictQuery], list[Any]]:
+def heldout_queries(
+    trajectories: Sequence[Trajectory], environment: str
+) -> tuple[list[PredictQuery], list[Any]]:
     """One teacher-forced query per real transition, with the transition as the label."""
     queries, labels = [], []
     for traj in trajectories:
         for i, tr in enumerate(traj.transitions):
-            history = [HistoryEntry(observation=t.observation, action=t.action)
-                       for t in traj.transitions[:i]]
-            queries.append(PredictQuery(
-                task=traj.task, environment=environment, observation=tr.observation,
-                admissible_actions=tr.admissible_actions, action=tr.action, history=history,
-                seed=len(queries)))
+            history = [
+                HistoryEntry(observation=t.observation, action=t.action)
+                for t in traj.transitions[:i]
+            ]
+            queries.append(
+                PredictQuery(
+                    task=traj.task,
+                    environment=environment,
+                    observation=tr.observation,
+                    admissible_actions=tr.admissible_actions,
+                    action=tr.action,
+                    history=history,
+                    seed=len(queries),
+                )
+            )
             labels.append(tr)
     return queries, labels
 
@@ -56,22 +66,32 @@ def fidelity_metrics(predictions: Sequence[Prediction], labels: Sequence[Any]) -
         "transitions": n,
         "parse_failure_rate": (n - len(ok)) / n if n else 0.0,
         "reward_accuracy": sum(abs((p.reward or 0.0) - t.reward) < 1e-6 for p, t in ok) / n,
-        "success_reward_recall": (sum((p.reward or 0.0) > 0 for p, _ in wins) / real_wins
-                                  if real_wins else None),
+        "success_reward_recall": (
+            sum((p.reward or 0.0) > 0 for p, _ in wins) / real_wins if real_wins else None
+        ),
         "termination_accuracy": sum(p.terminated == t.terminated for p, t in ok) / n,
-        "next_observation_exact_match": sum(p.observation == t.next_observation
-                                            for p, t in ok) / n,
+        "next_observation_exact_match": sum(p.observation == t.next_observation for p, t in ok) / n,
         "admissible_actions_exact_match": sum(
             sorted(p.admissible_actions) == sorted(t.next_admissible_actions)
-            for p, t in ok if not t.terminated) / max(1, sum(1 for _, t in ok if not t.terminated)),
+            for p, t in ok
+            if not t.terminated
+        )
+        / max(1, sum(1 for _, t in ok if not t.terminated)),
         "real_winning_steps": real_wins,
     }
 
 
-def measure_fidelity(client: ExperienceModelClient, *, environment: str, episodes: int,
-                     max_steps: int, policy_mix: dict[str, float] | None = None,
-                     first_seed_index: int = 500, seed: int = 0, chunk: int = 128
-                     ) -> dict[str, Any]:
+def measure_fidelity(
+    client: ExperienceModelClient,
+    *,
+    environment: str,
+    episodes: int,
+    max_steps: int,
+    policy_mix: dict[str, float] | None = None,
+    first_seed_index: int = 500,
+    seed: int = 0,
+    chunk: int = 128,
+) -> dict[str, Any]:
     """Play held-out real episodes and score the experience model on their transitions.
 
     Args:
@@ -90,15 +110,19 @@ def measure_fidelity(client: ExperienceModelClient, *, environment: str, episode
     """
     env = make_env(environment, max_steps=max_steps)
     try:
-        trajectories = collect(env, split_seeds("eval", episodes, start=first_seed_index),
-                               policy_mix or {"random": 0.5, "expert": 0.5}, rng_seed=seed,
-                               split="eval")
+        trajectories = collect(
+            env,
+            split_seeds("eval", episodes, start=first_seed_index),
+            policy_mix or {"random": 0.5, "expert": 0.5},
+            rng_seed=seed,
+            split="eval",
+        )
     finally:
         env.close()
     queries, labels = heldout_queries(trajectories, environment)
     predictions: list[Prediction] = []
     for start in range(0, len(queries), chunk):
-        predictions.extend(client.predict(queries[start:start + chunk]))
+        predictions.extend(client.predict(queries[start : start + chunk]))
     metrics = fidelity_metrics(predictions, labels)
     metrics["real_steps"] = len(labels)
     return metrics

@@ -34,7 +34,8 @@ def _validator(kind: str) -> Any:
             return VALIDATORS[kind](config)  # type: ignore[no-any-return]
         except ValidationError as exc:
             message, param = validation_message(
-                [{**e, "loc": ("config", *e["loc"])} for e in exc.errors()])
+                [{**e, "loc": ("config", *e["loc"])} for e in exc.errors()]
+            )
             raise InvalidRequestError(message, param=param) from None
         except ValueError as exc:
             raise InvalidRequestError(str(exc), param="config") from None
@@ -59,7 +60,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         configure_logging(SERVICE_NAME, settings.log_level, settings.json_logs)
         runner = LocalJobRunner(
-            settings.data_dir / "jobs", JOB_KINDS,
+            settings.data_dir / "jobs",
+            JOB_KINDS,
             {kind: _validator(kind) for kind in JOB_KINDS},
             max_running=settings.max_running_jobs,
         )
@@ -70,9 +72,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             runner.shutdown()
 
-    app = FastAPI(title="DreamGym agent trainer", version=__version__, lifespan=lifespan,
-                  description="GRPO jobs in the imagined environment, real-environment "
-                  "evaluation and seed-data collection (arXiv 2511.03773).")
+    app = FastAPI(
+        title="DreamGym agent trainer",
+        version=__version__,
+        lifespan=lifespan,
+        description="GRPO jobs in the imagined environment, real-environment "
+        "evaluation and seed-data collection (arXiv 2511.03773).",
+    )
     install_error_handlers(app)
 
     def _runner_up(request: Request) -> str | None:

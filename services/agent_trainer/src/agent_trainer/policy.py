@@ -165,16 +165,20 @@ class LMPolicy:
         ids = torch.full((len(prompts), width), self.pad, dtype=torch.long)
         mask = torch.zeros((len(prompts), width), dtype=torch.long)
         for i, p in enumerate(prompts):  # left padding
-            ids[i, width - len(p):] = torch.tensor(p)
-            mask[i, width - len(p):] = 1
+            ids[i, width - len(p) :] = torch.tensor(p)
+            mask[i, width - len(p) :] = 1
         ids, mask = ids.to(self.device), mask.to(self.device)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True,
-                         logits_to_keep=1)
+        out = self.model(
+            input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1
+        )
         return out, mask, pos[:, -1:]
 
     def _choose(
-        self, logits: torch.Tensor, allowed: list[int] | None, temperature: float,
+        self,
+        logits: torch.Tensor,
+        allowed: list[int] | None,
+        temperature: float,
         generator: torch.Generator | None,
     ) -> tuple[int, float]:
         z = logits.float() if allowed is None else logits.float()[allowed]
@@ -206,69 +210,103 @@ class LMPolicy:
             for i in range(n):
                 if done[i]:
                     continue
-                token = self._step_row(i, out.logits[i, -1], cands, comp, lps, allowed_sets,
-                                       temperature, generator)
+                token = self._step_row(
+                    i, out.logits[i, -1], cands, comp, lps, allowed_sets, temperature, generator
+                )
                 step_tokens[i] = token
                 done[i] = self._row_finished(i, token, cands, comp, lps, allowed_sets)
             if all(done):
                 break
-            mask = torch.cat([mask, torch.tensor([[0 if d else 1] for d in done],
-                                                 device=self.device)], dim=1)
+            mask = torch.cat(
+                [mask, torch.tensor([[0 if d else 1] for d in done], device=self.device)], dim=1
+            )
             pos = pos + 1
             out = self.model(
                 input_ids=torch.tensor(step_tokens, device=self.device)[:, None],
-                attention_mask=mask, position_ids=pos, past_key_values=out.past_key_values,
+                attention_mask=mask,
+                position_ids=pos,
+                past_key_values=out.past_key_values,
                 use_cache=True,
             )
         return [self._decision(i, prompts, comp, lps, allowed_sets, states) for i in range(n)]
 
-    def _step_row(self, i: int, logits: torch.Tensor, cands: list[list[list[int]]],
-                  comp: list[list[int]], lps: list[list[float]],
-                  allowed_sets: list[list[list[int]]], temperature: float,
-                  generator: torch.Generator | None) -> int:
+    def _step_row(
+        self,
+        i: int,
+        logits: torch.Tensor,
+        cands: list[list[list[int]]],
+        comp: list[list[int]],
+        lps: list[list[float]],
+        allowed_sets: list[list[list[int]]],
+        temperature: float,
+        generator: torch.Generator | None,
+    ) -> int:
         t = len(comp[i])
         if self.decoding == "free":
             token, lp = self._choose(logits, None, temperature, generator)
             allowed_sets[i].append([])
         else:
             allowed = sorted({c[t] for c in cands[i]})
-            token, lp = (allowed[0], 0.0) if len(allowed) == 1 else self._choose(
-                logits, allowed, temperature, generator)
+            token, lp = (
+                (allowed[0], 0.0)
+                if len(allowed) == 1
+                else self._choose(logits, allowed, temperature, generator)
+            )
             allowed_sets[i].append(allowed)
             cands[i] = [c for c in cands[i] if c[t] == token]
         comp[i].append(token)
         lps[i].append(lp)
         return token
 
-    def _row_finished(self, i: int, token: int, cands: list[list[list[int]]],
-                      comp: list[list[int]], lps: list[list[float]],
-                      allowed_sets: list[list[list[int]]]) -> bool:
+    def _row_finished(
+        self,
+        i: int,
+        token: int,
+        cands: list[list[list[int]]],
+        comp: list[list[int]],
+        lps: list[list[float]],
+        allowed_sets: list[list[list[int]]],
+    ) -> bool:
         if self.decoding == "free":
             text = self.tokenizer.decode(comp[i][-1:])
             return token == self.eos or "\n" in text or len(comp[i]) >= self.max_action_tokens
         if token == self.eos:
             return True
         if len(cands[i]) == 1:  # the rest is forced: log-prob 0, no model call needed
-            for forced in cands[i][0][len(comp[i]):]:
+            for forced in cands[i][0][len(comp[i]) :]:
                 comp[i].append(forced)
                 lps[i].append(0.0)
                 allowed_sets[i].append([forced])
             return True
         return False
 
-    def _decision(self, i: int, prompts: list[list[int]], comp: list[list[int]],
-                  lps: list[list[float]], allowed_sets: list[list[list[int]]],
-                  states: Sequence[AbstractState]) -> Decision:
+    def _decision(
+        self,
+        i: int,
+        prompts: list[list[int]],
+        comp: list[list[int]],
+        lps: list[list[float]],
+        allowed_sets: list[list[list[int]]],
+        states: Sequence[AbstractState],
+    ) -> Decision:
         text = self.tokenizer.decode([t for t in comp[i] if t != self.eos]).strip()
         if self.decoding == "constrained":
-            matches = [a for a in states[i].admissible_actions
-                       if self.action_token_ids(a) == comp[i]]
+            matches = [
+                a for a in states[i].admissible_actions if self.action_token_ids(a) == comp[i]
+            ]
             text = matches[0] if matches else text
-        return Decision(action=text, prompt_ids=prompts[i], completion_ids=comp[i],
-                        sampled_log_probs=lps[i], allowed=allowed_sets[i])
+        return Decision(
+            action=text,
+            prompt_ids=prompts[i],
+            completion_ids=comp[i],
+            sampled_log_probs=lps[i],
+            allowed=allowed_sets[i],
+        )
 
     # -- log-probs for the loss -----------------------------------------------------------------
-    def completion_log_probs(self, decisions: Sequence[Decision]) -> tuple[torch.Tensor, torch.Tensor]:
+    def completion_log_probs(
+        self, decisions: Sequence[Decision]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Log π_θ of every completion token, differentiable (teacher-forced on stored ids).
 
         Constrained positions are scored against their allowed tokens only: with allowed ids
@@ -286,16 +324,21 @@ class LMPolicy:
         """
         n = len(decisions)
         t_max = max(len(d.completion_ids) for d in decisions)
-        slots = [(i, j) for i, d in enumerate(decisions) for j in range(len(d.completion_ids))
-                 if not d.allowed or len(d.allowed[j]) != 1]
+        slots = [
+            (i, j)
+            for i, d in enumerate(decisions)
+            for j in range(len(d.completion_ids))
+            if not d.allowed or len(d.allowed[j]) != 1
+        ]
         out = torch.zeros((n, t_max), device=self.device)
         mask = torch.zeros((n, t_max), dtype=torch.bool, device=self.device)
         if not slots:
             return out, mask
         hidden = self._hidden_states(decisions)  # (N, L, H)
         rows = torch.tensor([i for i, _ in slots], device=self.device)
-        cols = torch.tensor([len(decisions[i].prompt_ids) + j - 1 for i, j in slots],
-                            device=self.device)  # hidden state that predicts token j
+        cols = torch.tensor(
+            [len(decisions[i].prompt_ids) + j - 1 for i, j in slots], device=self.device
+        )  # hidden state that predicts token j
         h = hidden[rows, cols]  # (P, H)
         flat = self._slot_log_probs(decisions, slots, h)  # (P,)
         r, c = rows, torch.tensor([j for _, j in slots], device=self.device)
@@ -315,10 +358,12 @@ class LMPolicy:
             input_ids=ids.to(self.device), attention_mask=attn.to(self.device)
         ).last_hidden_state
 
-    def _slot_log_probs(self, decisions: Sequence[Decision], slots: list[tuple[int, int]],
-                        h: torch.Tensor) -> torch.Tensor:
-        chosen = torch.tensor([decisions[i].completion_ids[j] for i, j in slots],
-                              device=self.device)
+    def _slot_log_probs(
+        self, decisions: Sequence[Decision], slots: list[tuple[int, int]], h: torch.Tensor
+    ) -> torch.Tensor:
+        chosen = torch.tensor(
+            [decisions[i].completion_ids[j] for i, j in slots], device=self.device
+        )
         if self.decoding == "free":
             logits = self.model.lm_head(h)  # (P, V)
             return masked_log_probs(logits[:, None, :], chosen[:, None])[:, 0]

@@ -75,12 +75,22 @@ async def _reset_all(pool: EnvPool, rollouts: list[Rollout], max_steps: int, see
     await asyncio.gather(*(one(i, r) for i, r in enumerate(rollouts)))
 
 
-async def _step_all(pool: EnvPool, live: list[Rollout], decisions: list[Decision],
-                    max_steps: int) -> None:
-    results = await asyncio.gather(
-        *(pool.step(r.handle, d.action) for r, d in zip(live, decisions, strict=True)),
-        return_exceptions=True,
-    )
+async def _step_all(
+    pool: EnvPool, live: list[Rollout], decisions: list[Decision], max_steps: int
+) -> None:
+    step_many = getattr(pool, "step_many", None)
+    if step_many is not None:  # one request, one model batch for the whole round
+        try:
+            results = await step_many(
+                [(r.handle, d.action) for r, d in zip(live, decisions, strict=True)]
+            )
+        except Exception as exc:  # the whole request failed: every rollout in it is masked
+            results = [exc] * len(live)
+    else:
+        results = await asyncio.gather(
+            *(pool.step(r.handle, d.action) for r, d in zip(live, decisions, strict=True)),
+            return_exceptions=True,
+        )
     for r, d, res in zip(live, decisions, results, strict=True):
         if isinstance(res, BaseException):
             r.error, r.done = f"step failed: {type(res).__name__}: {res}", True
@@ -89,30 +99,50 @@ async def _step_all(pool: EnvPool, live: list[Rollout], decisions: list[Decision
         step = len(r.transitions)
         truncated = res.truncated or (not res.terminated and step + 1 >= max_steps)
         r.decisions.append(d)
-        r.transitions.append(Transition(
-            step=step, observation=r.state.observation,
-            admissible_actions=list(r.state.admissible_actions), action=d.action,
-            next_observation=res.state.observation,
-            next_admissible_actions=list(res.state.admissible_actions), reward=res.reward,
-            terminated=res.terminated, truncated=truncated, won=res.won,
-            reasoning=res.info.get("reasoning") or None,
-        ))
+        r.transitions.append(
+            Transition(
+                step=step,
+                observation=r.state.observation,
+                admissible_actions=list(r.state.admissible_actions),
+                action=d.action,
+                next_observation=res.state.observation,
+                next_admissible_actions=list(res.state.admissible_actions),
+                reward=res.reward,
+                terminated=res.terminated,
+                truncated=truncated,
+                won=res.won,
+                reasoning=res.info.get("reasoning") or None,
+            )
+        )
         r.state, r.won = res.state, res.won
         r.done = res.terminated or truncated or not res.state.admissible_actions
 
 
-async def _play_wave(policy: LMPolicy, pool: EnvPool, wave: list[Rollout], *, max_steps: int,
-                     seed: int, temperature: float, generator: torch.Generator | None) -> None:
+async def _play_wave(
+    policy: LMPolicy,
+    pool: EnvPool,
+    wave: list[Rollout],
+    *,
+    max_steps: int,
+    seed: int,
+    temperature: float,
+    generator: torch.Generator | None,
+) -> None:
     await _reset_all(pool, wave, max_steps, seed)
     try:
         while live := [r for r in wave if not r.done]:
             states = [r.state for r in live]
-            decisions = policy.act(states, [r.history() for r in live],  # type: ignore[arg-type]
-                                   temperature=temperature, generator=generator)
+            decisions = policy.act(
+                states,
+                [r.history() for r in live],  # type: ignore[arg-type]
+                temperature=temperature,
+                generator=generator,
+            )
             await _step_all(pool, live, decisions, max_steps)
     finally:
-        await asyncio.gather(*(pool.close(r.handle) for r in wave if r.handle is not None),
-                             return_exceptions=True)
+        await asyncio.gather(
+            *(pool.close(r.handle) for r in wave if r.handle is not None), return_exceptions=True
+        )
 
 
 async def collect_rollouts(
@@ -144,13 +174,26 @@ async def collect_rollouts(
     rollouts = [Rollout(task=t, group_index=g) for t in tasks for g in range(group_size)]
     size = max(1, pool.max_concurrency)
     for start in range(0, len(rollouts), size):
-        await _play_wave(policy, pool, rollouts[start:start + size], max_steps=max_steps,
-                         seed=seed + start, temperature=temperature, generator=generator)
+        await _play_wave(
+            policy,
+            pool,
+            rollouts[start : start + size],
+            max_steps=max_steps,
+            seed=seed + start,
+            temperature=temperature,
+            generator=generator,
+        )
     return rollouts
 
 
-def to_trajectory(r: Rollout, *, environment: str, source: str, policy_version: str,
-                  rng: random.Random | None = None) -> Trajectory | None:
+def to_trajectory(
+    r: Rollout,
+    *,
+    environment: str,
+    source: str,
+    policy_version: str,
+    rng: random.Random | None = None,
+) -> Trajectory | None:
     """The rollout as a replay-store :class:`Trajectory` (``None`` if it has no valid step).
 
     Synthetic rollouts are tagged ``source="synthetic"`` with the policy version that produced
@@ -160,8 +203,15 @@ def to_trajectory(r: Rollout, *, environment: str, source: str, policy_version: 
     if not r.transitions or not r.valid:
         return None
     return Trajectory(
-        task=r.task.instruction, task_id=r.task.task_id, transitions=list(r.transitions),
-        provenance=Provenance(environment=environment, game_seed=r.task.game_seed,
-                              split=r.task.split, policy="agent", source=source,  # type: ignore[arg-type]
-                              policy_version=policy_version),
+        task=r.task.instruction,
+        task_id=r.task.task_id,
+        transitions=list(r.transitions),
+        provenance=Provenance(
+            environment=environment,
+            game_seed=r.task.game_seed,
+            split=r.task.split,
+            policy="agent",
+            source=source,  # type: ignore[arg-type]
+            policy_version=policy_version,
+        ),
     )

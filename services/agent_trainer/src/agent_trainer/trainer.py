@@ -18,6 +18,7 @@ import asyncio
 import copy
 import json
 import logging
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from agent_trainer.policy import Decision, LMPolicy
 from agent_trainer.rollout import Rollout, collect_rollouts, to_trajectory
 from dreamgym.rl.advantages import group_relative_advantages
 from dreamgym.rl.losses import grpo_loss
+from dreamgym.sampling import length_grouped_batches
 from dreamgym.types import Task, Trajectory
 
 __all__ = ["GRPOTrainer", "ReplaySink", "TaskSource", "TurnBatch", "build_turn_batch"]
@@ -102,10 +104,18 @@ class GRPOTrainer:
         should_stop: polled between iterations (cancellation).
     """
 
-    def __init__(self, config: GRPOConfig, *, policy: LMPolicy, pool: EnvPool,
-                 task_source: TaskSource, replay: ReplaySink | None, run_dir: Path,
-                 on_metrics: Callable[[int, dict[str, Any]], None] | None = None,
-                 should_stop: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self,
+        config: GRPOConfig,
+        *,
+        policy: LMPolicy,
+        pool: EnvPool,
+        task_source: TaskSource,
+        replay: ReplaySink | None,
+        run_dir: Path,
+        on_metrics: Callable[[int, dict[str, Any]], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> None:
         self.config, self.policy, self.pool = config, policy, pool
         self.task_source, self.replay, self.run_dir = task_source, replay, Path(run_dir)
         self.on_metrics, self.should_stop = on_metrics, should_stop
@@ -134,17 +144,28 @@ class GRPOTrainer:
     def step(self) -> dict[str, Any]:
         """One GRPO iteration; returns its metrics."""
         c, t0 = self.config, time.perf_counter()
-        tasks = self.task_source.sample(c.tasks_per_iteration, seed=c.seed * 100_003 + self.iteration)
+        tasks = self.task_source.sample(
+            c.tasks_per_iteration, seed=c.seed * 100_003 + self.iteration
+        )
         self.policy.model.eval()
-        rollouts = asyncio.run(collect_rollouts(
-            self.policy, self.pool, tasks, group_size=c.group_size, max_steps=c.max_steps,
-            seed=(c.seed * 1_000_003 + self.iteration * 10_007) % 2**31,
-            temperature=c.temperature, generator=self.generator))
+        rollouts = asyncio.run(
+            collect_rollouts(
+                self.policy,
+                self.pool,
+                tasks,
+                group_size=c.group_size,
+                max_steps=c.max_steps,
+                seed=(c.seed * 1_000_003 + self.iteration * 10_007) % 2**31,
+                temperature=c.temperature,
+                generator=self.generator,
+            )
+        )
         t1 = time.perf_counter()
         returns = torch.tensor([r.episode_return for r in rollouts])
         valid = torch.tensor([r.valid for r in rollouts])
-        advantages = group_relative_advantages(returns, group_size=c.group_size,
-                                               scale=c.advantage_scale, valid=valid)
+        advantages = group_relative_advantages(
+            returns, group_size=c.group_size, scale=c.advantage_scale, valid=valid
+        )
         update_stats = self.update(build_turn_batch(rollouts, advantages))
         t2 = time.perf_counter()
         self.report_outcomes(tasks, rollouts)
@@ -153,10 +174,17 @@ class GRPOTrainer:
         steps = sum(len(r.transitions) for r in rollouts)
         self.env_steps += steps
         metrics = self._metrics(rollouts, returns, valid, advantages, update_stats)
-        metrics.update({"iteration": self.iteration, "time/rollout_s": t1 - t0,
-                        "time/update_s": t2 - t1, "perf/env_steps_per_s": steps / max(t1 - t0, 1e-9),
-                        "replay/pushed_trajectories": pushed, "curriculum/generated_tasks": generated,
-                        "rollout/env_steps_total": self.env_steps})
+        metrics.update(
+            {
+                "iteration": self.iteration,
+                "time/rollout_s": t1 - t0,
+                "time/update_s": t2 - t1,
+                "perf/env_steps_per_s": steps / max(t1 - t0, 1e-9),
+                "replay/pushed_trajectories": pushed,
+                "curriculum/generated_tasks": generated,
+                "rollout/env_steps_total": self.env_steps,
+            }
+        )
         self._log(metrics)
         return metrics
 
@@ -165,42 +193,76 @@ class GRPOTrainer:
         c = self.config
         if not batch.decisions:
             return {}
+        lengths = [len(d.prompt_ids) + len(d.completion_ids) for d in batch.decisions]
+        rng = random.Random(int(torch.randint(0, 2**31, (1,), generator=self.generator)))
+        ref = self._reference_log_probs(batch.decisions, lengths, rng)
         self.policy.model.train()
         sums: dict[str, float] = {}
         count = 0
         for _ in range(c.epochs_per_iteration):
-            order = torch.randperm(len(batch.decisions), generator=self.generator).tolist()
-            for start in range(0, len(order), c.minibatch_size):
-                idx = order[start:start + c.minibatch_size]
-                stats = self._minibatch([batch.decisions[i] for i in idx],
-                                        torch.tensor([batch.advantages[i] for i in idx]))
+            for idx in length_grouped_batches(lengths, c.minibatch_size, rng):
+                stats = self._minibatch(
+                    [batch.decisions[i] for i in idx],
+                    torch.tensor([batch.advantages[i] for i in idx]),
+                    None if ref is None else [ref[i] for i in idx],
+                )
                 for k, v in stats.items():
                     sums[k] = sums.get(k, 0.0) + v
                 count += 1
         self.policy.model.eval()
         return {k: v / count for k, v in sums.items()}
 
-    def _minibatch(self, decisions: list[Decision], advantages: torch.Tensor) -> dict[str, float]:
+    def _reference_log_probs(
+        self, decisions: list[Decision], lengths: list[int], rng: random.Random
+    ) -> list[torch.Tensor] | None:
+        """log π_ref of every turn's completion tokens, computed once per iteration."""
+        if self.reference is None:
+            return None
+        ref_policy = LMPolicy(self.reference, self.policy.tokenizer, decoding=self.policy.decoding)
+        out: list[torch.Tensor | None] = [None] * len(decisions)
+        with torch.no_grad():
+            for idx in length_grouped_batches(lengths, self.config.minibatch_size, rng):
+                lp, _ = ref_policy.completion_log_probs([decisions[i] for i in idx])
+                for row, i in enumerate(idx):
+                    out[i] = lp[row]
+        return [t for t in out if t is not None]
+
+    def _minibatch(
+        self,
+        decisions: list[Decision],
+        advantages: torch.Tensor,
+        ref_rows: list[torch.Tensor] | None = None,
+    ) -> dict[str, float]:
         c = self.config
         log_probs, mask = self.policy.completion_log_probs(decisions)
         if not bool(mask.any()):
             return {}
         ref = None
-        if self.reference is not None:
-            with torch.no_grad():
-                ref_policy = LMPolicy(self.reference, self.policy.tokenizer,
-                                      decoding=self.policy.decoding)
-                ref, _ = ref_policy.completion_log_probs(decisions)
-        loss, stats = grpo_loss(log_probs, _old_log_probs(decisions, mask), ref,
-                                advantages.to(log_probs.device), mask, epsilon_low=c.epsilon_low,
-                                epsilon_high=c.epsilon_high, beta=c.beta,
-                                kl_estimator=c.kl_estimator)
+        if ref_rows is not None:  # (N, Tc): rows computed once per iteration, right-padded
+            ref = torch.zeros_like(log_probs)
+            for row, values in enumerate(ref_rows):
+                n = min(values.shape[0], log_probs.shape[1])
+                ref[row, :n] = values[:n]
+            ref = torch.where(mask, ref, 0.0)
+        loss, stats = grpo_loss(
+            log_probs,
+            _old_log_probs(decisions, mask),
+            ref,
+            advantages.to(log_probs.device),
+            mask,
+            epsilon_low=c.epsilon_low,
+            epsilon_high=c.epsilon_high,
+            beta=c.beta,
+            kl_estimator=c.kl_estimator,
+        )
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.model.parameters(), c.max_grad_norm)
         self.optimizer.step()
-        out = {f"policy/{k}" if k != "policy_loss" else "loss/policy": float(v)
-               for k, v in stats.items()}
+        out = {
+            f"policy/{k}" if k != "policy_loss" else "loss/policy": float(v)
+            for k, v in stats.items()
+        }
         out["loss/total"] = float(loss.detach())
         out["policy/grad_norm"] = float(grad_norm)
         return out
@@ -215,17 +277,31 @@ class GRPOTrainer:
         """Send each task's group rewards (valid rollouts only) to the curriculum."""
         g = self.config.group_size
         for i, task in enumerate(tasks):
-            group = [r.episode_return for r in rollouts[i * g:(i + 1) * g] if r.valid]
+            group = [r.episode_return for r in rollouts[i * g : (i + 1) * g] if r.valid]
             if group:
                 self.task_source.report(task.task_id, group, self.policy_version)
 
     def push_synthetic(self, rollouts: list[Rollout]) -> int:
         """Add valid imagined trajectories to the replay buffer, tagged synthetic."""
-        if self.replay is None or not self.config.push_synthetic or getattr(self.pool, "real", False):
+        if (
+            self.replay is None
+            or not self.config.push_synthetic
+            or getattr(self.pool, "real", False)
+        ):
             return 0
-        trajectories = [t for r in rollouts if (t := to_trajectory(
-            r, environment=self.config.environment, source="synthetic",
-            policy_version=self.policy_version)) is not None]
+        trajectories = [
+            t
+            for r in rollouts
+            if (
+                t := to_trajectory(
+                    r,
+                    environment=self.config.environment,
+                    source="synthetic",
+                    policy_version=self.policy_version,
+                )
+            )
+            is not None
+        ]
         if trajectories:
             self.replay.push(trajectories)
         return len(trajectories)
@@ -235,11 +311,18 @@ class GRPOTrainer:
         c = self.config
         if c.curriculum_every == 0 or (self.iteration + 1) % c.curriculum_every != 0:
             return 0
-        return self.task_source.generate(c.curriculum_seed_tasks, c.curriculum_variations,
-                                         seed=c.seed + self.iteration)
+        return self.task_source.generate(
+            c.curriculum_seed_tasks, c.curriculum_variations, seed=c.seed + self.iteration
+        )
 
-    def _metrics(self, rollouts: list[Rollout], returns: torch.Tensor, valid: torch.Tensor,
-                 advantages: torch.Tensor, update_stats: dict[str, float]) -> dict[str, Any]:
+    def _metrics(
+        self,
+        rollouts: list[Rollout],
+        returns: torch.Tensor,
+        valid: torch.Tensor,
+        advantages: torch.Tensor,
+        update_stats: dict[str, float],
+    ) -> dict[str, Any]:
         ok = [r for r in rollouts if r.valid]
         return {
             "rollout/episode_return": float(returns[valid].mean()) if ok else 0.0,
@@ -254,8 +337,12 @@ class GRPOTrainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)  # step() may run without train()
         with (self.run_dir / "metrics.jsonl").open("a") as f:
             f.write(json.dumps(metrics) + "\n")
-        logger.info("iteration %d: return %.3f success %.3f", metrics["iteration"],
-                    metrics["rollout/episode_return"], metrics["rollout/success_rate"])
+        logger.info(
+            "iteration %d: return %.3f success %.3f",
+            metrics["iteration"],
+            metrics["rollout/episode_return"],
+            metrics["rollout/success_rate"],
+        )
         if self.on_metrics is not None:
             self.on_metrics(self.iteration, metrics)
 
@@ -266,10 +353,13 @@ class GRPOTrainer:
         path.mkdir(parents=True, exist_ok=True)
         self.policy.model.save_pretrained(path)
         self.policy.tokenizer.save_pretrained(path)
-        torch.save({"optimizer": self.optimizer.state_dict(),
-                    "generator": self.generator.get_state()}, path / "trainer_state.pt")
-        (path / "trainer_state.json").write_text(json.dumps(
-            {"iteration": self.iteration, "env_steps": self.env_steps}))
+        torch.save(
+            {"optimizer": self.optimizer.state_dict(), "generator": self.generator.get_state()},
+            path / "trainer_state.pt",
+        )
+        (path / "trainer_state.json").write_text(
+            json.dumps({"iteration": self.iteration, "env_steps": self.env_steps})
+        )
         latest = self.run_dir / "checkpoints" / "latest"
         latest.unlink(missing_ok=True)
         latest.symlink_to(path.name)

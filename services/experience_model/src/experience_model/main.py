@@ -40,27 +40,40 @@ logger = logging.getLogger(__name__)
 class Runtime:
     """Everything the routes need, built once by the lifespan."""
 
-    def __init__(self, settings: Settings, backend: LLMBackend, retriever: Retriever | None,
-                 model_path: str) -> None:
+    def __init__(
+        self, settings: Settings, backend: LLMBackend, retriever: Retriever | None, model_path: str
+    ) -> None:
         self.settings = settings
         self.model_path = model_path
         self.model = ExperienceModel(
-            backend, retriever, k=settings.retrieval_k,
-            options=PromptOptions(history_length=settings.history_length,
-                                  use_retrieval=settings.use_retrieval),
-            sampling=SamplingConfig(max_new_tokens=settings.max_new_tokens,
-                                    temperature=settings.temperature, top_p=settings.top_p,
-                                    parse_retries=settings.parse_retries),
+            backend,
+            retriever,
+            k=settings.retrieval_k,
+            options=PromptOptions(
+                history_length=settings.history_length, use_retrieval=settings.use_retrieval
+            ),
+            sampling=SamplingConfig(
+                max_new_tokens=settings.max_new_tokens,
+                temperature=settings.temperature,
+                top_p=settings.top_p,
+                parse_retries=settings.parse_retries,
+            ),
         )
         self.store = InMemoryEpisodeStore(
-            ttl_s=settings.episode_ttl_s, max_episodes=settings.max_live_episodes,
+            ttl_s=settings.episode_ttl_s,
+            max_episodes=settings.max_live_episodes,
             finished_ttl_s=settings.finished_episode_ttl_s,
         )
         self.episodes = EpisodeService(
-            self.store, self.model, default_max_steps=settings.default_max_steps,
-            max_steps_limit=settings.max_steps_limit, step_timeout_s=settings.step_timeout_s,
+            self.store,
+            self.model,
+            default_max_steps=settings.default_max_steps,
+            max_steps_limit=settings.max_steps_limit,
+            step_timeout_s=settings.step_timeout_s,
             max_batch_size=settings.max_batch_size,
-            max_wait_s=settings.max_batch_wait_ms / 1000.0, max_queue=settings.max_queue,
+            max_wait_s=settings.max_batch_wait_ms / 1000.0,
+            max_queue=settings.max_queue,
+            idle_s=settings.batch_idle_ms / 1000.0,
         )
 
     def reload(self, model_path: str) -> None:
@@ -73,10 +86,13 @@ class Runtime:
     def info(self) -> ModelInfo:
         """Describe what is served."""
         return ModelInfo(
-            backend=self.settings.backend, model_path=self.model_path,
-            format_version=FORMAT_VERSION, retrieval_k=self.settings.retrieval_k,
+            backend=self.settings.backend,
+            model_path=self.model_path,
+            format_version=FORMAT_VERSION,
+            retrieval_k=self.settings.retrieval_k,
             retrieval_source=self.settings.retrieval_source,
-            history_length=self.settings.history_length, live_episodes=len(self.store),
+            history_length=self.settings.history_length,
+            live_episodes=len(self.store),
         )
 
 
@@ -88,7 +104,9 @@ def _build_retriever(settings: Settings) -> tuple[Retriever | None, Any]:
 
     client = AsyncReplayStoreClient(settings.replay_store_url, timeout_s=30.0)
     source = None if settings.retrieval_source == "any" else settings.retrieval_source
-    return ReplayStoreRetriever(client, source=source), client
+    return ReplayStoreRetriever(
+        client, source=source, cache_ttl_s=settings.retrieval_cache_ttl_s
+    ), client
 
 
 def _training_runner(settings: Settings) -> Any:
@@ -102,12 +120,16 @@ def _training_runner(settings: Settings) -> Any:
             return validate(config)
         except ValidationError as exc:
             message, param = validation_message(
-                [{**e, "loc": ("config", *e["loc"])} for e in exc.errors()])
+                [{**e, "loc": ("config", *e["loc"])} for e in exc.errors()]
+            )
             raise InvalidRequestError(message, param=param) from None
 
-    return LocalJobRunner(settings.data_dir / "training-jobs",
-                          {"sft": "experience_model.training.job:run"}, {"sft": checked},
-                          max_running=1)
+    return LocalJobRunner(
+        settings.data_dir / "training-jobs",
+        {"sft": "experience_model.training.job:run"},
+        {"sft": checked},
+        max_running=1,
+    )
 
 
 async def _reap_forever(runtime: Runtime, interval_s: float) -> None:
@@ -118,8 +140,12 @@ async def _reap_forever(runtime: Runtime, interval_s: float) -> None:
             logger.info("reaped expired episodes", extra={"dropped": dropped})
 
 
-def create_app(settings: Settings | None = None, *, backend: LLMBackend | None = None,
-               retriever: Retriever | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None,
+    *,
+    backend: LLMBackend | None = None,
+    retriever: Retriever | None = None,
+) -> FastAPI:
     """Build the app; tests may inject ``backend`` and ``retriever``."""
     settings = settings or get_settings()
 
@@ -144,7 +170,9 @@ def create_app(settings: Settings | None = None, *, backend: LLMBackend | None =
             app.state.training_runner.shutdown()
 
     app = FastAPI(
-        title="DreamGym experience model", version=__version__, lifespan=lifespan,
+        title="DreamGym experience model",
+        version=__version__,
+        lifespan=lifespan,
         description="Imagined environment: reset/step episodes whose transitions an LLM "
         "predicts from task, history, action and retrieved real transitions (arXiv 2511.03773).",
     )

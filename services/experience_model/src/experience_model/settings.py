@@ -35,6 +35,8 @@ class Settings(BaseSettings):
         default_max_steps / max_steps_limit: step limits of episodes.
         step_timeout_s: deadline of one step (504 after it).
         max_batch_size / max_batch_wait_ms / max_queue: dynamic batching bounds.
+        batch_idle_ms: a batch closes early when no new step arrived for this long.
+        retrieval_cache_ttl_s: seconds a retrieval result is reused (0 disables the cache).
         data_dir: where SFT training jobs keep their records and checkpoints.
     """
 
@@ -63,7 +65,7 @@ class Settings(BaseSettings):
     use_retrieval: bool = True
 
     max_new_tokens: int = Field(default=160, ge=1, le=8192)
-    temperature: float = Field(default=1.0, ge=0.0, le=5.0)
+    temperature: float = Field(default=0.7, ge=0.0, le=5.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     parse_retries: int = Field(default=2, ge=0, le=10)
 
@@ -75,7 +77,9 @@ class Settings(BaseSettings):
     step_timeout_s: float = Field(default=120.0, gt=0)
 
     max_batch_size: int = Field(default=64, ge=1, le=4096)
-    max_batch_wait_ms: float = Field(default=5.0, ge=0.0, le=10_000.0)
+    max_batch_wait_ms: float = Field(default=20.0, ge=0.0, le=10_000.0)
+    batch_idle_ms: float = Field(default=2.0, ge=0.0, le=10_000.0)
+    retrieval_cache_ttl_s: float = Field(default=300.0, ge=0.0)
     max_queue: int = Field(default=4096, ge=1)
 
 

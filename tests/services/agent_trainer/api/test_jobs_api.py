@@ -15,17 +15,28 @@ from fastapi.testclient import TestClient
 from agent_trainer.main import create_app
 from agent_trainer.settings import Settings
 
-EVALUATE = {"evaluate": {"environment": "twx-coin", "policy": "random", "episodes": 5,
-                         "max_steps": 10, "concurrency": 1}}
+EVALUATE = {
+    "evaluate": {
+        "environment": "twx-coin",
+        "policy": "random",
+        "episodes": 5,
+        "max_steps": 10,
+        "concurrency": 1,
+    }
+}
 
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    settings = Settings(data_dir=tmp_path_factory.mktemp("agent-trainer"), json_logs=False,
-                        log_level="WARNING", max_running_jobs=2,
-                        experience_model_url="http://127.0.0.1:9",
-                        replay_store_url="http://127.0.0.1:9",
-                        task_generator_url="http://127.0.0.1:9")
+    settings = Settings(
+        data_dir=tmp_path_factory.mktemp("agent-trainer"),
+        json_logs=False,
+        log_level="WARNING",
+        max_running_jobs=2,
+        experience_model_url="http://127.0.0.1:9",
+        replay_store_url="http://127.0.0.1:9",
+        task_generator_url="http://127.0.0.1:9",
+    )
     with TestClient(create_app(settings)) as test_client:
         yield test_client
 
@@ -120,22 +131,23 @@ def test_submit_grpo_group_size_one_is_422_naming_the_field(client):
 
 
 def test_submit_grpo_learning_rate_zero_is_422_naming_the_field(client):
-    response = client.post("/v1/jobs", json={"kind": "grpo",
-                                             "config": {"grpo": {"learning_rate": 0}}})
+    response = client.post(
+        "/v1/jobs", json={"kind": "grpo", "config": {"grpo": {"learning_rate": 0}}}
+    )
 
     assert_envelope(response, 422, "invalid_request", "config.grpo.learning_rate")
 
 
 def test_submit_grpo_unknown_hyperparameter_is_422_naming_it(client):
-    response = client.post("/v1/jobs", json={"kind": "grpo",
-                                             "config": {"grpo": {"grup_size": 4}}})
+    response = client.post("/v1/jobs", json={"kind": "grpo", "config": {"grpo": {"grup_size": 4}}})
 
     assert_envelope(response, 422, "invalid_request", "config.grpo.grup_size")
 
 
 def test_submit_evaluate_zero_episodes_is_422_naming_the_field(client):
-    response = client.post("/v1/jobs", json={"kind": "evaluate",
-                                             "config": {"evaluate": {"episodes": 0}}})
+    response = client.post(
+        "/v1/jobs", json={"kind": "evaluate", "config": {"evaluate": {"episodes": 0}}}
+    )
 
     assert_envelope(response, 422, "invalid_request", "config.evaluate.episodes")
 
@@ -166,8 +178,9 @@ def test_metrics_of_unknown_job_is_404(client):
 
 
 def test_list_jobs_bad_state_is_422(client):
-    assert_envelope(client.get("/v1/jobs", params={"state": "done"}), 422, "invalid_request",
-                    "query.state")
+    assert_envelope(
+        client.get("/v1/jobs", params={"state": "done"}), 422, "invalid_request", "query.state"
+    )
 
 
 @pytest.mark.envs
@@ -215,9 +228,11 @@ def test_submit_grpo_fills_missing_service_urls_from_settings(client):
 
     config = with_service_urls("grpo", {"grpo": {}, "services": {"replay_store": "http://r"}})
 
-    assert config["services"] == {"experience_model": "http://127.0.0.1:9",
-                                  "replay_store": "http://r",
-                                  "task_generator": "http://127.0.0.1:9"}
+    assert config["services"] == {
+        "experience_model": "http://127.0.0.1:9",
+        "replay_store": "http://r",
+        "task_generator": "http://127.0.0.1:9",
+    }
     assert with_service_urls("evaluate", EVALUATE) == EVALUATE
 
 

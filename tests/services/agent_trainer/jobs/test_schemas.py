@@ -18,14 +18,17 @@ def error_locations(kind: str, config: dict) -> list[tuple]:
     return [e["loc"] for e in info.value.errors()]
 
 
-@pytest.mark.parametrize(("grpo", "loc"), [
-    ({"group_size": 1}, ("grpo", "group_size")),
-    ({"learning_rate": 0.0}, ("grpo", "learning_rate")),
-    ({"group_size": "eight"}, ("grpo", "group_size")),
-    ({"grup_size": 4}, ("grpo", "grup_size")),
-    ({"policy": {"history_length": -1}}, ("grpo", "policy", "history_length")),
-    ({"policy": {"modle": "tiny"}}, ("grpo", "policy", "modle")),
-])
+@pytest.mark.parametrize(
+    ("grpo", "loc"),
+    [
+        ({"group_size": 1}, ("grpo", "group_size")),
+        ({"learning_rate": 0.0}, ("grpo", "learning_rate")),
+        ({"group_size": "eight"}, ("grpo", "group_size")),
+        ({"grup_size": 4}, ("grpo", "grup_size")),
+        ({"policy": {"history_length": -1}}, ("grpo", "policy", "history_length")),
+        ({"policy": {"modle": "tiny"}}, ("grpo", "policy", "modle")),
+    ],
+)
 def test_grpo_validator_bad_config_is_located_at_the_field(grpo, loc):
     assert error_locations("grpo", {"grpo": grpo}) == [loc]
 
@@ -38,9 +41,11 @@ def test_grpo_validator_range_error_message_names_the_values():
 def test_grpo_validator_valid_config_normalises_job_fields():
     config = VALIDATORS["grpo"]({"grpo": {"group_size": 2}, "services": {"replay_store": "u"}})
 
-    assert config == {"grpo": {"group_size": 2}, "resume": True,
-                      "services": {"experience_model": None, "replay_store": "u",
-                                   "task_generator": None}}
+    assert config == {
+        "grpo": {"group_size": 2},
+        "resume": True,
+        "services": {"experience_model": None, "replay_store": "u", "task_generator": None},
+    }
     assert grpo_config(config) == GRPOConfig(group_size=2)
 
 
@@ -48,11 +53,14 @@ def test_grpo_validator_unknown_job_field_is_located_at_it():
     assert error_locations("grpo", {"grpo": {}, "resum": False}) == [("resum",)]
 
 
-@pytest.mark.parametrize(("evaluate", "loc"), [
-    ({"episodes": 0}, ("evaluate", "episodes")),
-    ({"concurrency": 0}, ("evaluate", "concurrency")),
-    ({"episode": 5}, ("evaluate", "episode")),
-])
+@pytest.mark.parametrize(
+    ("evaluate", "loc"),
+    [
+        ({"episodes": 0}, ("evaluate", "episodes")),
+        ({"concurrency": 0}, ("evaluate", "concurrency")),
+        ({"episode": 5}, ("evaluate", "episode")),
+    ],
+)
 def test_evaluate_validator_bad_config_is_located_at_the_field(evaluate, loc):
     assert error_locations("evaluate", {"evaluate": evaluate}) == [loc]
 
@@ -63,10 +71,13 @@ def test_evaluate_config_reads_the_evaluate_section():
     assert (config.policy, config.episodes, config.environment) == ("random", 5, "twx-coin")
 
 
-@pytest.mark.parametrize(("kind", "config", "loc"), [
-    ("collect", {"train_seeds": 0}, ("train_seeds",)),
-    ("collect", {"policies": []}, ("policies",)),
-    ("fidelity", {"episodes": 0}, ("episodes",)),
-])
+@pytest.mark.parametrize(
+    ("kind", "config", "loc"),
+    [
+        ("collect", {"train_seeds": 0}, ("train_seeds",)),
+        ("collect", {"policies": []}, ("policies",)),
+        ("fidelity", {"episodes": 0}, ("episodes",)),
+    ],
+)
 def test_collect_and_fidelity_validators_locate_bad_fields(kind, config, loc):
     assert error_locations(kind, config) == [loc]

@@ -42,7 +42,7 @@ class DemoConfig:
     eval_tasks: int = 200
     # experience model
     em_base_model: str = "tiny:layers=4,hidden=256,heads=4,intermediate=768"
-    em_steps: int = 350
+    em_steps: int = 300
     em_batch_size: int = 16
     em_learning_rate: float = 1e-3
     retrieval_k: int = 2
@@ -50,10 +50,20 @@ class DemoConfig:
     fidelity_episodes: int = 60
     # agent
     policy_model: str = "tiny:layers=2,hidden=128,heads=4,intermediate=512"
-    grpo: dict[str, Any] = field(default_factory=lambda: {
-        "iterations": 12, "tasks_per_iteration": 8, "group_size": 8, "learning_rate": 1e-3,
-        "epochs_per_iteration": 2, "minibatch_size": 128, "curriculum_every": 4,
-        "curriculum_seed_tasks": 4, "curriculum_variations": 2, "checkpoint_every": 4})
+    grpo: dict[str, Any] = field(
+        default_factory=lambda: {
+            "iterations": 12,
+            "tasks_per_iteration": 8,
+            "group_size": 8,
+            "learning_rate": 1e-3,
+            "epochs_per_iteration": 2,
+            "minibatch_size": 128,
+            "curriculum_every": 4,
+            "curriculum_seed_tasks": 4,
+            "curriculum_variations": 2,
+            "checkpoint_every": 4,
+        }
+    )
     # evaluation
     eval_episodes: int = 200
     eval_greedy: bool = False
@@ -63,11 +73,23 @@ PRESETS: dict[str, DemoConfig] = {
     "default": DemoConfig(),
     # A few minutes: wiring checks and CI, not a result.
     "quick": DemoConfig(
-        train_seeds=12, eval_tasks=10, em_base_model="tiny:layers=1,hidden=64,heads=2,intermediate=128",
-        em_steps=30, fidelity_episodes=4, eval_episodes=12,
-        grpo={"iterations": 2, "tasks_per_iteration": 2, "group_size": 2, "minibatch_size": 32,
-              "curriculum_every": 1, "curriculum_seed_tasks": 2, "curriculum_variations": 1,
-              "checkpoint_every": 1}),
+        train_seeds=12,
+        eval_tasks=10,
+        em_base_model="tiny:layers=1,hidden=64,heads=2,intermediate=128",
+        em_steps=30,
+        fidelity_episodes=4,
+        eval_episodes=12,
+        grpo={
+            "iterations": 2,
+            "tasks_per_iteration": 2,
+            "group_size": 2,
+            "minibatch_size": 32,
+            "curriculum_every": 1,
+            "curriculum_seed_tasks": 2,
+            "curriculum_variations": 1,
+            "checkpoint_every": 1,
+        },
+    ),
 }
 
 
@@ -97,9 +119,14 @@ class _Phases:
 
     def __init__(self, console: Console) -> None:
         self.console = console
-        self.progress = Progress(TextColumn("{task.description:<34}"), BarColumn(),
-                                 TextColumn("{task.percentage:>5.1f}%"), TimeElapsedColumn(),
-                                 TextColumn("{task.fields[note]}"), console=console)
+        self.progress = Progress(
+            TextColumn("{task.description:<34}"),
+            BarColumn(),
+            TextColumn("{task.percentage:>5.1f}%"),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[note]}"),
+            console=console,
+        )
         self.seconds: dict[str, float] = {}
 
     def job(self, name: str, get: Any, job: JobRecord) -> JobRecord:
@@ -111,9 +138,12 @@ class _Phases:
         def update(r: JobRecord) -> None:
             self.progress.update(task, completed=r.progress, note=r.message[:60])
             now = time.perf_counter()
-            if (not self.console.is_terminal and r.message != last["message"]
-                    and now - last["time"] > 10.0):  # plain lines when there is no live display
-                self.console.print(f"[{name}] {100 * r.progress:5.1f}% {r.message}")
+            if (
+                not self.console.is_terminal
+                and r.message != last["message"]
+                and now - last["time"] > 10.0
+            ):  # plain lines when there is no live display
+                self.console.print(f"{name}: {100 * r.progress:5.1f}% {r.message}", markup=False)
                 last.update(message=r.message, time=now)
 
         record = wait_for_job(get, job.job_id, on_update=update, poll_s=1.0)
@@ -122,36 +152,100 @@ class _Phases:
         return record
 
 
-def _policy_eval(trainer: AgentTrainerClient, phases: _Phases, cfg: DemoConfig, name: str,
-                 policy: str) -> dict[str, Any]:
-    job = trainer.submit("evaluate", {"evaluate": {
-        "environment": cfg.environment, "policy": policy, "episodes": cfg.eval_episodes,
-        "max_steps": cfg.max_steps, "greedy": cfg.eval_greedy, "seed": cfg.seed,
-        "history_length": cfg.history_length}})
+def _policy_eval(
+    trainer: AgentTrainerClient, phases: _Phases, cfg: DemoConfig, name: str, policy: str
+) -> dict[str, Any]:
+    job = trainer.submit(
+        "evaluate",
+        {
+            "evaluate": {
+                "environment": cfg.environment,
+                "policy": policy,
+                "episodes": cfg.eval_episodes,
+                "max_steps": cfg.max_steps,
+                "greedy": cfg.eval_greedy,
+                "seed": cfg.seed,
+                "history_length": cfg.history_length,
+            }
+        },
+    )
     return phases.job(f"evaluate: {name}", trainer.get_job, job).result or {}
 
 
-def _pipeline(cfg: DemoConfig, urls: dict[str, str], out_dir: Path, phases: _Phases
-              ) -> dict[str, Any]:
+def _pipeline(
+    cfg: DemoConfig, urls: dict[str, str], out_dir: Path, phases: _Phases
+) -> dict[str, Any]:
     trainer = AgentTrainerClient(urls["agent_trainer"], timeout_s=120)
     em = ExperienceModelClient(urls["experience_model"], timeout_s=600)
-    collect = phases.job("seed data (real env)", trainer.get_job, trainer.submit("collect", {
-        "environment": cfg.environment, "train_seeds": cfg.train_seeds, "seed": cfg.seed,
-        "eval_tasks": cfg.eval_tasks, "max_steps": cfg.max_steps,
-        "policies": list(cfg.collect_policies)})).result or {}
-    sft = phases.job("experience model SFT", em.get_training, em.start_training({
-        "replay_store_url": urls["replay_store"], "task_generator_url": urls["task_generator"],
-        "environment": cfg.environment, "output_dir": str((out_dir / "experience_model").resolve()),
-        "base_model": cfg.em_base_model, "steps": cfg.em_steps, "batch_size": cfg.em_batch_size,
-        "learning_rate": cfg.em_learning_rate, "retrieval_k": cfg.retrieval_k,
-        "history_length": cfg.history_length, "seed": cfg.seed})).result or {}
+    collect = (
+        phases.job(
+            "seed data (real env)",
+            trainer.get_job,
+            trainer.submit(
+                "collect",
+                {
+                    "environment": cfg.environment,
+                    "train_seeds": cfg.train_seeds,
+                    "seed": cfg.seed,
+                    "eval_tasks": cfg.eval_tasks,
+                    "max_steps": cfg.max_steps,
+                    "policies": list(cfg.collect_policies),
+                },
+            ),
+        ).result
+        or {}
+    )
+    sft = (
+        phases.job(
+            "experience model SFT",
+            em.get_training,
+            em.start_training(
+                {
+                    "replay_store_url": urls["replay_store"],
+                    "task_generator_url": urls["task_generator"],
+                    "environment": cfg.environment,
+                    "output_dir": str((out_dir / "experience_model").resolve()),
+                    "base_model": cfg.em_base_model,
+                    "steps": cfg.em_steps,
+                    "batch_size": cfg.em_batch_size,
+                    "learning_rate": cfg.em_learning_rate,
+                    "retrieval_k": cfg.retrieval_k,
+                    "history_length": cfg.history_length,
+                    "seed": cfg.seed,
+                }
+            ),
+        ).result
+        or {}
+    )
     em.reload(sft["checkpoint"])
-    fidelity = phases.job("experience model fidelity", trainer.get_job, trainer.submit(
-        "fidelity", {"environment": cfg.environment, "episodes": cfg.fidelity_episodes,
-                     "max_steps": cfg.max_steps, "seed": cfg.seed})).result or {}
-    grpo_job = trainer.submit("grpo", {"grpo": {
-        **cfg.grpo, "environment": cfg.environment, "max_steps": cfg.max_steps, "seed": cfg.seed,
-        "policy": {"model": cfg.policy_model, "history_length": cfg.history_length}}})
+    fidelity = (
+        phases.job(
+            "experience model fidelity",
+            trainer.get_job,
+            trainer.submit(
+                "fidelity",
+                {
+                    "environment": cfg.environment,
+                    "episodes": cfg.fidelity_episodes,
+                    "max_steps": cfg.max_steps,
+                    "seed": cfg.seed,
+                },
+            ),
+        ).result
+        or {}
+    )
+    grpo_job = trainer.submit(
+        "grpo",
+        {
+            "grpo": {
+                **cfg.grpo,
+                "environment": cfg.environment,
+                "max_steps": cfg.max_steps,
+                "seed": cfg.seed,
+                "policy": {"model": cfg.policy_model, "history_length": cfg.history_length},
+            }
+        },
+    )
     grpo = phases.job("GRPO in the imagined env", trainer.get_job, grpo_job).result or {}
     curve = trainer.metrics(grpo_job.job_id)
     policies = {
@@ -161,12 +255,24 @@ def _pipeline(cfg: DemoConfig, urls: dict[str, str], out_dir: Path, phases: _Pha
     }
     trainer.close()
     em.close()
-    return {"collect": collect, "sft": sft, "fidelity": fidelity, "grpo": grpo,
-            "policies": policies, "curve": curve}
+    return {
+        "collect": collect,
+        "sft": sft,
+        "fidelity": fidelity,
+        "grpo": grpo,
+        "policies": policies,
+        "curve": curve,
+    }
 
 
-def run_demo(cfg: DemoConfig, out_dir: Path, *, console: Console | None = None,
-             keep_running: bool = False, stack: StackConfig | None = None) -> dict[str, Path]:
+def run_demo(
+    cfg: DemoConfig,
+    out_dir: Path,
+    *,
+    console: Console | None = None,
+    keep_running: bool = False,
+    stack: StackConfig | None = None,
+) -> dict[str, Path]:
     """Run the main job and write the report into ``out_dir``; returns the report paths."""
     console = console or Console()
     out_dir = out_dir.resolve()
@@ -192,17 +298,21 @@ def run_demo(cfg: DemoConfig, out_dir: Path, *, console: Console | None = None,
         "phase_seconds": {k: round(v, 1) for k, v in phases.seconds.items()},
         "policies": results["policies"],
         "real_interactions_rl": int(grpo.get("real_env_steps", 0)),
-        "real_interactions": {"seed_data": collect.get("real_steps", 0),
-                              "fidelity_measurement": fidelity.get("real_steps", 0),
-                              "policy_evaluation": evaluation_steps,
-                              "rl_training": int(grpo.get("real_env_steps", 0))},
-        "experience_model": {"fidelity": fidelity,
-                             "sft": {k: v for k, v in results["sft"].items() if k != "loss_curve"}},
+        "real_interactions": {
+            "seed_data": collect.get("real_steps", 0),
+            "fidelity_measurement": fidelity.get("real_steps", 0),
+            "policy_evaluation": evaluation_steps,
+            "rl_training": int(grpo.get("real_env_steps", 0)),
+        },
+        "experience_model": {
+            "fidelity": fidelity,
+            "sft": {k: v for k, v in results["sft"].items() if k != "loss_curve"},
+        },
         "seed_data": collect,
         "training": {k: v for k, v in grpo.items() if k != "final_metrics"}
         | {"final_metrics": grpo.get("final_metrics", {})},
-        "config": asdict(cfg) | {"stack": {k: str(v) for k, v in asdict(stack_cfg).items()
-                                           if k != "extra_env"}},
+        "config": asdict(cfg)
+        | {"stack": {k: str(v) for k, v in asdict(stack_cfg).items() if k != "extra_env"}},
     }
     paths = write_report(report, results["curve"], out_dir)
     return paths

@@ -34,8 +34,12 @@ def _offline() -> None:
 
 @app.command()
 def demo(
-    out: Annotated[Path | None, typer.Option(help="Output folder (default: runs/demo-<time>)")] = None,
-    preset: Annotated[str, typer.Option(help="default (full CPU demo) or quick (minutes)")] = "default",
+    out: Annotated[
+        Path | None, typer.Option(help="Output folder (default: runs/demo-<time>)")
+    ] = None,
+    preset: Annotated[
+        str, typer.Option(help="default (full CPU demo) or quick (minutes)")
+    ] = "default",
     environment: Annotated[str | None, typer.Option(help="Real environment id")] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of everything")] = None,
     keep_running: Annotated[bool, typer.Option(help="Leave the stack up afterwards")] = False,
@@ -47,21 +51,30 @@ def demo(
 
     cfg = make_preset(preset, environment=environment, seed=seed)
     out_dir = (out or Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S")).resolve()
-    console.print(f"[bold]DreamGym main job[/bold] ({preset}) on [cyan]{cfg.environment}[/cyan]; "
-                  f"output: {out_dir}")
+    console.print(
+        f"[bold]DreamGym main job[/bold] ({preset}) on [cyan]{cfg.environment}[/cyan]; "
+        f"output: {out_dir}"
+    )
     paths = run_demo(cfg, out_dir, console=console, keep_running=keep_running)
     report = json.loads(paths["json"].read_text())
     table = Table(title="Held-out real games")
     for col in ("policy", "success", "95% CI", "mean reward", "episodes"):
         table.add_column(col)
     for name, r in report["policies"].items():
-        table.add_row(name, f"{r['success_rate']:.3f}", f"[{r['ci95_low']:.3f}, {r['ci95_high']:.3f}]",
-                      f"{r['mean_reward']:.3f}", str(r["episodes"]))
+        table.add_row(
+            name,
+            f"{r['success_rate']:.3f}",
+            f"[{r['ci95_low']:.3f}, {r['ci95_high']:.3f}]",
+            f"{r['mean_reward']:.3f}",
+            str(r["episodes"]),
+        )
     console.print(table)
     verdict = report["comparison"].get("dreamgym_vs_before_rl", {})
-    console.print(f"real interactions during RL: {report['real_interactions_rl']}; DreamGym beats "
-                  f"before-RL with non-overlapping CIs: "
-                  f"{verdict.get('dreamgym_better_non_overlapping')}")
+    console.print(
+        f"real interactions during RL: {report['real_interactions_rl']}; DreamGym beats "
+        f"before-RL with non-overlapping CIs: "
+        f"{verdict.get('dreamgym_better_non_overlapping')}"
+    )
     console.print(f"report: {paths['md']}\n        {paths['json']}\n        {paths['png']}")
     console.print(f"output folder: {out_dir}")
 
@@ -69,8 +82,11 @@ def demo(
 @app.command()
 def up(
     data_dir: DataDir = Path(".dreamgym"),
-    postgres_port: int = 55432, experience_model_port: int = 8001, replay_store_port: int = 8002,
-    task_generator_port: int = 8003, agent_trainer_port: int = 8004,
+    postgres_port: int = 55432,
+    experience_model_port: int = 8001,
+    replay_store_port: int = 8002,
+    task_generator_port: int = 8003,
+    agent_trainer_port: int = 8004,
     embedding_model: Annotated[str, typer.Option(help="minilm or hash")] = "minilm",
     experience_model_path: Annotated[str | None, typer.Option(help="Checkpoint to serve")] = None,
 ) -> None:
@@ -78,23 +94,30 @@ def up(
     _offline()
     from dreamgym.stack.local import LocalStack, StackConfig  # noqa: PLC0415
 
-    cfg = StackConfig(data_dir=data_dir, postgres_port=postgres_port,
-                      experience_model_port=experience_model_port,
-                      replay_store_port=replay_store_port, task_generator_port=task_generator_port,
-                      agent_trainer_port=agent_trainer_port, embedding_model=embedding_model)
+    cfg = StackConfig(
+        data_dir=data_dir,
+        postgres_port=postgres_port,
+        experience_model_port=experience_model_port,
+        replay_store_port=replay_store_port,
+        task_generator_port=task_generator_port,
+        agent_trainer_port=agent_trainer_port,
+        embedding_model=embedding_model,
+    )
     if experience_model_path:
         cfg.experience_model_path = experience_model_path
         cfg.task_generator_model_path = experience_model_path
     urls = LocalStack(cfg).up(log=lambda m: console.print(f"[dim]{m}[/dim]"))
     for name, url in urls.items():
         console.print(f"{name:<18} {url}  (docs: {url}/docs)")
-    console.print(f"logs: {data_dir.resolve() / 'logs'}; stop with: dreamgym down --data-dir {data_dir}")
+    console.print(
+        f"logs: {data_dir.resolve() / 'logs'}; stop with: dreamgym down --data-dir {data_dir}"
+    )
 
 
 @app.command()
 def down(data_dir: DataDir = Path(".dreamgym")) -> None:
     """Stop the services and PostgreSQL started by ``dreamgym up``."""
-    from dreamgym.stack.local import LocalStack, StackConfig  # noqa: PLC0415
+    from dreamgym.stack.local import LocalStack  # noqa: PLC0415
 
     stack = LocalStack(_saved_config(data_dir))
     stack.down()

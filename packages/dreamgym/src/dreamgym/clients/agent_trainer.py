@@ -17,14 +17,21 @@ class JobFailedError(RuntimeError):
     """A job ended ``failed`` or ``cancelled``; ``record`` holds its error."""
 
     def __init__(self, record: JobRecord) -> None:
-        super().__init__(f"job {record.job_id} ({record.kind}) {record.state}: "
-                         f"{(record.error or record.message or '').strip()[-2000:]}")
+        super().__init__(
+            f"job {record.job_id} ({record.kind}) {record.state}: "
+            f"{(record.error or record.message or '').strip()[-2000:]}"
+        )
         self.record = record
 
 
-def wait_for_job(get: Callable[[str], JobRecord], job_id: str, *, poll_s: float = 1.0,
-                 timeout_s: float = 3600.0,
-                 on_update: Callable[[JobRecord], None] | None = None) -> JobRecord:
+def wait_for_job(
+    get: Callable[[str], JobRecord],
+    job_id: str,
+    *,
+    poll_s: float = 1.0,
+    timeout_s: float = 3600.0,
+    on_update: Callable[[JobRecord], None] | None = None,
+) -> JobRecord:
     """Poll ``get(job_id)`` until the job is final.
 
     Raises:
@@ -51,7 +58,8 @@ class AgentTrainerClient(ServiceClient):
     def submit(self, kind: str, config: dict[str, Any]) -> JobRecord:
         """Start a job (422 naming the field for a bad config)."""
         return JobRecord.model_validate(
-            self.request("POST", "/v1/jobs", json={"kind": kind, "config": config}))
+            self.request("POST", "/v1/jobs", json={"kind": kind, "config": config})
+        )
 
     def get_job(self, job_id: str) -> JobRecord:
         """A job's record."""

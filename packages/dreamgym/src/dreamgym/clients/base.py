@@ -103,7 +103,10 @@ class _Common:
         try:
             raise_for_envelope(response)
         except DreamGymError as err:
-            if response.status_code in RETRYABLE_STATUS and err.error_type not in NON_RETRYABLE_TYPES:
+            if (
+                response.status_code in RETRYABLE_STATUS
+                and err.error_type not in NON_RETRYABLE_TYPES
+            ):
                 raise _RetryableHTTPError(err, err.retry_after_s) from err
             raise
         return response
@@ -114,7 +117,9 @@ class ServiceClient(_Common):
 
     def __init__(self, base_url: str, **kwargs: Any) -> None:
         super().__init__(base_url, **kwargs)
-        self._http = httpx.Client(base_url=self.base_url, timeout=self.timeout, headers=self.headers)
+        self._http = httpx.Client(
+            base_url=self.base_url, timeout=self.timeout, headers=self.headers
+        )
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
         """Send a request with retries; return the decoded JSON body (``None`` for 204)."""

@@ -13,7 +13,11 @@ from typing import Any
 from urllib.parse import quote
 
 from dreamgym.clients.base import AsyncServiceClient, ServiceClient
+from dreamgym.errors import DreamGymError, error_class_for
 from dreamgym.experience_types import (
+    BatchStepItem,
+    BatchStepRequest,
+    BatchStepResponse,
     EpisodeDetail,
     EpisodeResetRequest,
     EpisodeResponse,
@@ -36,11 +40,34 @@ def _ep(episode_id: str) -> str:
     return f"/v1/episodes/{quote(episode_id, safe='')}"
 
 
-def _reset_body(task: Task, seed: int | None, max_steps: int | None,
-                episode_id: str | None) -> dict[str, Any]:
+def _reset_body(
+    task: Task, seed: int | None, max_steps: int | None, episode_id: str | None
+) -> dict[str, Any]:
     return EpisodeResetRequest(
         task=task, seed=seed, max_steps=max_steps, episode_id=episode_id
     ).model_dump(mode="json", exclude_none=True)
+
+
+def _batch_body(items: Sequence[tuple[str, str, int | None]]) -> dict[str, Any]:
+    req = BatchStepRequest(
+        steps=[BatchStepItem(episode_id=e, action=a, seed=s) for e, a, s in items]
+    )
+    return req.model_dump(mode="json", exclude_none=True)
+
+
+def _batch_results(data: Any) -> list[EpisodeStepResponse | DreamGymError]:
+    out: list[EpisodeStepResponse | DreamGymError] = []
+    for item in BatchStepResponse.model_validate(data).results:
+        if item.error is not None:
+            cls = error_class_for(item.error.type, item.error.code)
+            err = cls.__new__(cls)
+            DreamGymError.__init__(err, item.error.message, param=item.error.param)
+            err.status_code, err.error_type = item.error.code, item.error.type
+            out.append(err)
+        else:
+            assert item.result is not None
+            out.append(item.result)
+    return out
 
 
 def _predict_body(queries: Sequence[PredictQuery | dict[str, Any]]) -> dict[str, Any]:
@@ -54,11 +81,18 @@ class ExperienceModelClient(ServiceClient):
     502 (``error_type == "malformed_transition"``: mask the rollout), 429/503/504 after retries.
     """
 
-    def reset(self, task: Task, *, seed: int | None = None, max_steps: int | None = None,
-              episode_id: str | None = None) -> EpisodeResponse:
+    def reset(
+        self,
+        task: Task,
+        *,
+        seed: int | None = None,
+        max_steps: int | None = None,
+        episode_id: str | None = None,
+    ) -> EpisodeResponse:
         """Start an imagined episode in ``task``'s initial state."""
-        data = self.request("POST", "/v1/episodes",
-                            json=_reset_body(task, seed, max_steps, episode_id))
+        data = self.request(
+            "POST", "/v1/episodes", json=_reset_body(task, seed, max_steps, episode_id)
+        )
         return EpisodeResponse.model_validate(data)
 
     def step(self, episode_id: str, action: str, *, seed: int | None = None) -> EpisodeStepResponse:
@@ -67,6 +101,15 @@ class ExperienceModelClient(ServiceClient):
         return EpisodeStepResponse.model_validate(
             self.request("POST", f"{_ep(episode_id)}/step", json=body)
         )
+
+    def step_many(
+        self, items: Sequence[tuple[str, str, int | None]]
+    ) -> list[EpisodeStepResponse | DreamGymError]:
+        """Advance many episodes in one model batch: ``(episode_id, action, seed)`` per item.
+
+        Returns, per item, the step response or the :class:`DreamGymError` it failed with.
+        """
+        return _batch_results(self.request("POST", "/v1/episodes:step", json=_batch_body(items)))
 
     def get(self, episode_id: str) -> EpisodeDetail:
         """The episode's state and transitions."""
@@ -88,12 +131,14 @@ class ExperienceModelClient(ServiceClient):
     def start_training(self, config: dict[str, Any]) -> JobRecord:
         """Start an experience-model SFT job (``POST /v1/training-jobs``)."""
         return JobRecord.model_validate(
-            self.request("POST", "/v1/training-jobs", json={"config": config}))
+            self.request("POST", "/v1/training-jobs", json={"config": config})
+        )
 
     def get_training(self, job_id: str) -> JobRecord:
         """An SFT job's record (its ``result.checkpoint`` once succeeded)."""
         return JobRecord.model_validate(
-            self.request("GET", f"/v1/training-jobs/{quote(job_id, safe='')}"))
+            self.request("GET", f"/v1/training-jobs/{quote(job_id, safe='')}")
+        )
 
     def reload(self, model_path: str) -> ModelInfo:
         """Load another checkpoint into the service."""
@@ -104,20 +149,35 @@ class ExperienceModelClient(ServiceClient):
 class AsyncExperienceModelClient(AsyncServiceClient):
     """Asynchronous client; same methods as :class:`ExperienceModelClient`, awaitable."""
 
-    async def reset(self, task: Task, *, seed: int | None = None, max_steps: int | None = None,
-                    episode_id: str | None = None) -> EpisodeResponse:
+    async def reset(
+        self,
+        task: Task,
+        *,
+        seed: int | None = None,
+        max_steps: int | None = None,
+        episode_id: str | None = None,
+    ) -> EpisodeResponse:
         """Start an imagined episode in ``task``'s initial state."""
-        data = await self.request("POST", "/v1/episodes",
-                                  json=_reset_body(task, seed, max_steps, episode_id))
+        data = await self.request(
+            "POST", "/v1/episodes", json=_reset_body(task, seed, max_steps, episode_id)
+        )
         return EpisodeResponse.model_validate(data)
 
-    async def step(self, episode_id: str, action: str, *,
-                   seed: int | None = None) -> EpisodeStepResponse:
+    async def step(
+        self, episode_id: str, action: str, *, seed: int | None = None
+    ) -> EpisodeStepResponse:
         """Apply ``action``."""
         body = EpisodeStepRequest(action=action, seed=seed).model_dump(exclude_none=True)
         return EpisodeStepResponse.model_validate(
             await self.request("POST", f"{_ep(episode_id)}/step", json=body)
         )
+
+    async def step_many(
+        self, items: Sequence[tuple[str, str, int | None]]
+    ) -> list[EpisodeStepResponse | DreamGymError]:
+        """Advance many episodes in one model batch (see the sync client)."""
+        data = await self.request("POST", "/v1/episodes:step", json=_batch_body(items))
+        return _batch_results(data)
 
     async def get(self, episode_id: str) -> EpisodeDetail:
         """The episode's state and transitions."""

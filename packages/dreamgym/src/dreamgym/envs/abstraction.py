@@ -110,7 +110,7 @@ def abstract_observation(raw: str, admissible_actions: list[str]) -> str:
         if intro is None or _EXIT.search(sentence):
             kept.append(sentence)
             continue
-        body = sentence[intro.end():]
+        body = sentence[intro.end() :]
         lowered = body.lower()
         if any(ref in lowered for ref in referents):
             kept.append("You see " + body)

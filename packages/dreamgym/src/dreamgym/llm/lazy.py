@@ -27,8 +27,13 @@ class LazyBackend:
         requires_path: if given, generation answers 503 until ``<path>/config.json`` exists.
     """
 
-    def __init__(self, factory: Callable[[], LLMBackend], *, name: str = "lazy",
-                 requires_path: str | None = None) -> None:
+    def __init__(
+        self,
+        factory: Callable[[], LLMBackend],
+        *,
+        name: str = "lazy",
+        requires_path: str | None = None,
+    ) -> None:
         self._factory = factory
         self._backend: LLMBackend | None = None
         self._lock = threading.Lock()
@@ -46,7 +51,9 @@ class LazyBackend:
                 if self.requires_path and not (Path(self.requires_path) / "config.json").exists():
                     raise BackendUnavailableError(
                         f"model checkpoint '{self.requires_path}' does not exist yet (train the "
-                        "experience model first)", retry_after_s=30.0)
+                        "experience model first)",
+                        retry_after_s=30.0,
+                    )
                 self._backend = self._factory()
             return self._backend
 

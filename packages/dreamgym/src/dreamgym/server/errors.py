@@ -70,7 +70,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        error_type = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        error_type = {404: "not_found", 405: "method_not_allowed"}.get(
+            exc.status_code, "http_error"
+        )
         return JSONResponse(
             status_code=exc.status_code,
             content=envelope(error_type, str(exc.detail), exc.status_code),

@@ -9,6 +9,7 @@ this one started. Services are started in dependency order and each is waited on
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -68,14 +69,21 @@ class LocalStack:
         self.config = config
         self.data_dir = Path(config.data_dir).resolve()
         self.state_file = self.data_dir / "stack.json"
-        self.postgres = LocalPostgres(self.data_dir / "postgres", port=config.postgres_port,
-                                      host=config.host)
+        self.postgres = LocalPostgres(
+            self.data_dir / "postgres", port=config.postgres_port, host=config.host
+        )
 
     # -- environment of each service -------------------------------------------------------------
     def _env(self, service: str) -> dict[str, str]:
         c, env = self.config, dict(os.environ)
-        env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                    "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"})
+        env.update(
+            {
+                "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1",
+                "TOKENIZERS_PARALLELISM": "false",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         prefix = service.upper() + "_"
         env[prefix + "HOST"] = c.host
         env[prefix + "PORT"] = str(getattr(c, f"{service}_port"))
@@ -119,9 +127,17 @@ class LocalStack:
             log(f"starting {service} on {self.config.url(service)}")
             logf = (self.data_dir / "logs" / f"{service}.log").open("ab")
             procs[service] = subprocess.Popen(
-                [sys.executable, "-m", service], env=self._env(service), stdout=logf,
-                stderr=subprocess.STDOUT, cwd=self.data_dir, start_new_session=True)
-            state["services"][service] = {"pid": procs[service].pid, "url": self.config.url(service)}
+                [sys.executable, "-m", service],
+                env=self._env(service),
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                cwd=self.data_dir,
+                start_new_session=True,
+            )
+            state["services"][service] = {
+                "pid": procs[service].pid,
+                "url": self.config.url(service),
+            }
             self.state_file.write_text(json.dumps({**state, "config": _jsonable(self.config)}))
         for service, proc in procs.items():
             self._wait_ready(service, proc, timeout_s)
@@ -131,16 +147,19 @@ class LocalStack:
         deadline, url = time.monotonic() + timeout_s, self.config.url(service) + "/readyz"
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise RuntimeError(f"{service} exited with code {proc.returncode}; see "
-                                   f"{self.data_dir / 'logs' / (service + '.log')}")
+                raise RuntimeError(
+                    f"{service} exited with code {proc.returncode}; see "
+                    f"{self.data_dir / 'logs' / (service + '.log')}"
+                )
             try:
                 if httpx.get(url, timeout=2.0).status_code == 200:
                     return
             except httpx.TransportError:
                 pass
             time.sleep(0.5)
-        raise RuntimeError(f"{service} not ready after {timeout_s:.0f}s; see its log in "
-                           f"{self.data_dir / 'logs'}")
+        raise RuntimeError(
+            f"{service} not ready after {timeout_s:.0f}s; see its log in {self.data_dir / 'logs'}"
+        )
 
     def status(self) -> dict[str, str]:
         """Service → ``ready`` / ``not ready`` / ``down`` (and postgres)."""
@@ -199,7 +218,5 @@ def _alive(pid: int) -> bool:
 
 
 def _signal_group(pid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(os.getpgid(pid), sig)
-    except (ProcessLookupError, PermissionError):
-        pass

@@ -52,7 +52,12 @@ class LocalPostgres:
         if self._user is not None:
             kwargs["user"] = self._user
         proc = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=timeout, check=False, **kwargs  # type: ignore[call-overload]
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            **kwargs,  # type: ignore[call-overload]
         )
         if proc.returncode != 0:
             raise RuntimeError(f"{exe} failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
@@ -154,8 +159,21 @@ class LocalPostgres:
         """Run SQL through the bundled ``psql`` and return its output."""
         return self._run(
             "psql",
-            ["-h", self.host, "-p", str(self.port), "-U", "postgres", "-d", database, "-v",
-             "ON_ERROR_STOP=1", "-qAt", "-c", sql],
+            [
+                "-h",
+                self.host,
+                "-p",
+                str(self.port),
+                "-U",
+                "postgres",
+                "-d",
+                database,
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-qAt",
+                "-c",
+                sql,
+            ],
         )
 
     def create_database(self, name: str, extensions: tuple[str, ...] | list[str] = ()) -> None:

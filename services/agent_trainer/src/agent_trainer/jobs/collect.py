@@ -20,10 +20,16 @@ INGEST_BATCH = 200
 
 def seed_task(environment: str, split: str, seed: int, state: AbstractState) -> Task:
     """The task of a real game: its instruction and initial abstract state."""
-    return Task(task_id=f"{environment}/{split}/{seed}", environment=environment,
-                instruction=state.task, initial_observation=state.observation,
-                initial_admissible_actions=list(state.admissible_actions), game_seed=seed,
-                split=split, origin="seed")  # type: ignore[arg-type]
+    return Task(
+        task_id=f"{environment}/{split}/{seed}",
+        environment=environment,
+        instruction=state.task,
+        initial_observation=state.observation,
+        initial_admissible_actions=list(state.admissible_actions),
+        game_seed=seed,
+        split=split,
+        origin="seed",
+    )  # type: ignore[arg-type]
 
 
 def _train_tasks(environment: str, trajectories: list[Trajectory]) -> list[Task]:
@@ -32,8 +38,11 @@ def _train_tasks(environment: str, trajectories: list[Trajectory]) -> list[Task]
         seed = t.provenance.game_seed
         if seed is not None and seed not in tasks:
             first = t.transitions[0]
-            state = AbstractState(task=t.task, observation=first.observation,
-                                  admissible_actions=first.admissible_actions)
+            state = AbstractState(
+                task=t.task,
+                observation=first.observation,
+                admissible_actions=first.admissible_actions,
+            )
             tasks[seed] = seed_task(environment, "train", seed, state)
     return list(tasks.values())
 
@@ -45,9 +54,16 @@ def run(config: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     specs = [(name, parse_policy(name), 1) for name in cfg.policies]
     seeds = split_seeds("train", cfg.train_seeds)
     try:
-        trajectories = collect(env, seeds, specs, rng_seed=cfg.seed, split="train",
-                               progress=lambda done, total, _: ctx.report(
-                                   0.8 * done / total, f"collected {done}/{total} episodes"))
+        trajectories = collect(
+            env,
+            seeds,
+            specs,
+            rng_seed=cfg.seed,
+            split="train",
+            progress=lambda done, total, _: ctx.report(
+                0.8 * done / total, f"collected {done}/{total} episodes"
+            ),
+        )
         eval_tasks = []
         for s in split_seeds("eval", cfg.eval_tasks):
             state, _ = env.reset(s, "eval")
@@ -58,7 +74,7 @@ def run(config: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     with ReplayStoreClient(cfg.services.replay_store or "", timeout_s=300) as replay:
         for start in range(0, len(trajectories), INGEST_BATCH):
             ctx.raise_if_cancelled()
-            replay.ingest(trajectories[start:start + INGEST_BATCH])
+            replay.ingest(trajectories[start : start + INGEST_BATCH])
             ctx.report(0.8 + 0.15 * start / len(trajectories), "ingesting into the replay store")
     tasks = _train_tasks(cfg.environment, trajectories) + eval_tasks
     with TaskGeneratorClient(cfg.services.task_generator or "") as task_client:

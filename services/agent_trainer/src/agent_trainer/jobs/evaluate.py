@@ -22,7 +22,14 @@ def run(config: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         model, tokenizer = load_causal_lm(cfg.policy)
         policy = LMPolicy(model, tokenizer, history_length=cfg.history_length)
     ctx.report(0.05, f"evaluating {cfg.policy} on {cfg.episodes} held-out games")
-    result = evaluate_policy(policy, environment=cfg.environment, episodes=cfg.episodes,
-                             max_steps=cfg.max_steps, first_seed_index=cfg.first_seed_index,
-                             greedy=cfg.greedy, concurrency=cfg.concurrency, seed=cfg.seed)
+    result = evaluate_policy(
+        policy,
+        environment=cfg.environment,
+        episodes=cfg.episodes,
+        max_steps=cfg.max_steps,
+        first_seed_index=cfg.first_seed_index,
+        greedy=cfg.greedy,
+        concurrency=cfg.concurrency,
+        seed=cfg.seed,
+    )
     return {"policy": cfg.policy, **result.as_dict()}

@@ -17,5 +17,10 @@ def run(config: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     cfg = FidelityJobConfig.model_validate(config)
     ctx.report(0.1, "playing held-out real episodes")
     with ExperienceModelClient(cfg.services.experience_model or "", timeout_s=600) as client:
-        return measure_fidelity(client, environment=cfg.environment, episodes=cfg.episodes,
-                                max_steps=cfg.max_steps, seed=cfg.seed)
+        return measure_fidelity(
+            client,
+            environment=cfg.environment,
+            episodes=cfg.episodes,
+            max_steps=cfg.max_steps,
+            seed=cfg.seed,
+        )

@@ -37,16 +37,22 @@ class RestTaskSource:
         self.client, self.environment = client, environment
 
     def sample(self, batch_size: int, seed: int) -> list[Task]:
-        return self.client.sample(batch_size, split="train", seed=seed,
-                                  environment=self.environment)
+        return self.client.sample(
+            batch_size, split="train", seed=seed, environment=self.environment
+        )
 
     def report(self, task_id: str, rewards: list[float], policy_version: str) -> None:
         self.client.report_outcomes(task_id, rewards, policy_version)
 
     def generate(self, num_seed_tasks: int, variations_per_task: int, seed: int) -> int:
         try:
-            out = self.client.generate(num_seed_tasks, variations_per_task,
-                                       environment=self.environment, seed=seed, timeout_s=600)
+            out = self.client.generate(
+                num_seed_tasks,
+                variations_per_task,
+                environment=self.environment,
+                seed=seed,
+                timeout_s=600,
+            )
         except DreamGymError as exc:  # e.g. no generator model configured: train on seed tasks
             logger.warning("curriculum generation skipped: %s", exc)
             return 0
@@ -66,10 +72,12 @@ class RestReplaySink:
 def _policy(model_spec: str, run_dir: Path, cfg: Any, resume: bool) -> tuple[LMPolicy, Path | None]:
     latest = run_dir / "checkpoints" / "latest"
     start = latest.resolve() if resume and latest.exists() else None
-    model, tokenizer = load_causal_lm(str(start) if start else model_spec, device=cfg.device,
-                                      dtype=cfg.dtype, seed=cfg.init_seed)
-    return LMPolicy(model, tokenizer, history_length=cfg.history_length,
-                    decoding=cfg.decoding), start
+    model, tokenizer = load_causal_lm(
+        str(start) if start else model_spec, device=cfg.device, dtype=cfg.dtype, seed=cfg.init_seed
+    )
+    return LMPolicy(
+        model, tokenizer, history_length=cfg.history_length, decoding=cfg.decoding
+    ), start
 
 
 def run(config: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
@@ -80,15 +88,25 @@ def run(config: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     policy, resumed_from = _policy(cfg.policy.model, run_dir, cfg.policy, job.resume)
     em = AsyncExperienceModelClient(job.services.experience_model or "", timeout_s=600)
     pool = ImaginedEnvPool(em)
-    with TaskGeneratorClient(job.services.task_generator or "", timeout_s=600) as tasks, \
-            ReplayStoreClient(job.services.replay_store or "", timeout_s=300) as replay:
+    with (
+        TaskGeneratorClient(job.services.task_generator or "", timeout_s=600) as tasks,
+        ReplayStoreClient(job.services.replay_store or "", timeout_s=300) as replay,
+    ):
         trainer = GRPOTrainer(
-            cfg, policy=policy, pool=pool, task_source=RestTaskSource(tasks, cfg.environment),
-            replay=RestReplaySink(replay), run_dir=run_dir,
-            on_metrics=lambda it, m: ctx.log_metrics(it, m) or ctx.report(
-                progress=(it + 1) / cfg.iterations,
-                message=f"iteration {it + 1}/{cfg.iterations}: imagined success "
-                        f"{m['rollout/success_rate']:.2f}"),
+            cfg,
+            policy=policy,
+            pool=pool,
+            task_source=RestTaskSource(tasks, cfg.environment),
+            replay=RestReplaySink(replay),
+            run_dir=run_dir,
+            on_metrics=lambda it, m: (
+                ctx.log_metrics(it, m)
+                or ctx.report(
+                    progress=(it + 1) / cfg.iterations,
+                    message=f"iteration {it + 1}/{cfg.iterations}: imagined success "
+                    f"{m['rollout/success_rate']:.2f}",
+                )
+            ),
             should_stop=ctx.cancelled,
         )
         if resumed_from is not None:

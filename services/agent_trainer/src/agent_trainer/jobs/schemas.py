@@ -36,8 +36,9 @@ class CollectJobConfig(WireModel):
     train_seeds: int = Field(default=120, ge=1, le=100_000)
     eval_tasks: int = Field(default=200, ge=0, le=100_000)
     max_steps: int = Field(default=10, ge=1, le=1000)
-    policies: list[str] = Field(default_factory=lambda: ["expert", "random", "epsilon_greedy:0.3"],
-                                min_length=1)
+    policies: list[str] = Field(
+        default_factory=lambda: ["expert", "random", "epsilon_greedy:0.3"], min_length=1
+    )
     seed: int = 0
     services: ServiceURLs = Field(default_factory=ServiceURLs)
 

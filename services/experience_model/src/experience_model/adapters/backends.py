@@ -72,6 +72,8 @@ def build_backend(settings: Settings, model_path: str | None = None) -> LLMBacke
     path = model_path or settings.model_path
     check_model_path(path)
     return TransformersBackend(
-        model_path=path, device=settings.device, dtype=settings.dtype,
+        model_path=path,
+        device=settings.device,
+        dtype=settings.dtype,
         max_batch_size=settings.max_batch_size,
     )

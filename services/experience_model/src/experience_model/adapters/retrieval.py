@@ -1,13 +1,19 @@
 """Top-k retrieval from the replay store over REST (paper Eq. 4, arXiv 2511.03773).
 
 Queries of one batch are grouped by environment and sent as one ``POST /v1/retrieve`` per group,
-restricted to that environment and to ``source`` (real, synthetic or any).
+restricted to that environment and to ``source`` (real, synthetic or any). Results are cached per
+``(environment, source, k, task, observation, action)`` for ``cache_ttl_s`` seconds: imagined
+rollouts revisit the same abstract states constantly, and the real part of the buffer only changes
+when new real data is ingested (set the TTL to 0 to disable the cache).
 """
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 from collections.abc import Sequence
+
+from cachetools import TTLCache
 
 from dreamgym.clients.replay_store import AsyncReplayStoreClient
 from dreamgym.replay_types import MAX_RETRIEVAL_QUERIES, RetrievalQuery, RetrievedTransition
@@ -40,11 +46,29 @@ class ReplayStoreRetriever:
     Args:
         client: async replay-store client.
         source: ``"real"``, ``"synthetic"`` or ``None`` (any).
+        cache_ttl_s: seconds a retrieval result is reused (0 disables caching).
+        cache_size: most cached queries.
     """
 
-    def __init__(self, client: AsyncReplayStoreClient, source: DataSource | None = "real") -> None:
+    def __init__(
+        self,
+        client: AsyncReplayStoreClient,
+        source: DataSource | None = "real",
+        *,
+        cache_ttl_s: float = 300.0,
+        cache_size: int = 100_000,
+    ) -> None:
         self.client = client
         self.source = source
+        self._cache: TTLCache[tuple[object, ...], list[RetrievedExample]] | None = (
+            TTLCache(maxsize=cache_size, ttl=cache_ttl_s) if cache_ttl_s > 0 else None
+        )
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def _key(self, q: StepQuery, k: int) -> tuple[object, ...]:
+        return (q.environment, self.source, k, q.task, q.observation, q.action)
 
     async def retrieve(self, queries: Sequence[StepQuery], k: int) -> list[list[RetrievedExample]]:
         """k nearest stored transitions per query (same environment), most similar first.
@@ -52,10 +76,14 @@ class ReplayStoreRetriever:
         Raises:
             BackendUnavailableError: the replay store cannot be reached (after retries).
         """
+        results: list[list[RetrievedExample]] = [[] for _ in queries]
         groups: dict[str | None, list[int]] = defaultdict(list)
         for i, q in enumerate(queries):
-            groups[q.environment].append(i)
-        results: list[list[RetrievedExample]] = [[] for _ in queries]
+            cached = self._lookup(self._key(q, k))
+            if cached is not None:
+                results[i] = cached
+            else:
+                groups[q.environment].append(i)
         for environment, idx in groups.items():
             for start in range(0, len(idx), MAX_RETRIEVAL_QUERIES):
                 chunk = idx[start : start + MAX_RETRIEVAL_QUERIES]
@@ -74,4 +102,21 @@ class ReplayStoreRetriever:
                 )
                 for i, row in zip(chunk, hits, strict=True):
                     results[i] = [to_example(t) for t in row]
+                    self._store(self._key(queries[i], k), results[i])
         return results
+
+    def _lookup(self, key: tuple[object, ...]) -> list[RetrievedExample] | None:
+        if self._cache is None:
+            return None
+        with self._lock:
+            value = self._cache.get(key)
+            if value is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+            return value
+
+    def _store(self, key: tuple[object, ...], value: list[RetrievedExample]) -> None:
+        if self._cache is not None:
+            with self._lock:
+                self._cache[key] = value

@@ -1,8 +1,9 @@
 """Dynamic micro-batching of concurrent requests into one backend call.
 
 Concurrent ``/step`` calls from different episodes are queued; a single worker task takes up to
-``max_batch_size`` items, waiting at most ``max_wait_s`` after the first one arrives, and processes
-them together (one retrieval call, one ``generate`` over the batch). The queue is bounded:
+``max_batch_size`` items — after the first one arrives it keeps collecting while items keep coming
+(no gap longer than ``idle_s``), for at most ``max_wait_s`` — and processes them together (one
+retrieval call, one ``generate`` over the batch). The queue is bounded:
 :meth:`MicroBatcher.submit` raises :class:`~dreamgym.errors.CapacityError` (429) when it is full,
 so overload is answered honestly instead of growing latency without bound. A caller that goes
 away (client disconnect, timeout) cancels its future and its item is skipped if not yet started.
@@ -11,6 +12,7 @@ away (client disconnect, timeout) cancels its future and its item is skipped if 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -48,6 +50,9 @@ class MicroBatcher(Generic[In, Out]):
         max_batch_size: most items per batch (>= 1).
         max_wait_s: longest wait for more items after the first (seconds, >= 0).
         max_queue: most queued items before :meth:`submit` answers 429.
+        idle_s: stop collecting early when no new item arrived for this long (seconds); bursts
+            from a trainer (all of a group's steps at once) land in one batch, while a lone
+            client waits at most ``idle_s``.
     """
 
     def __init__(
@@ -57,6 +62,7 @@ class MicroBatcher(Generic[In, Out]):
         max_batch_size: int = 64,
         max_wait_s: float = 0.005,
         max_queue: int = 4096,
+        idle_s: float | None = None,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
@@ -66,6 +72,7 @@ class MicroBatcher(Generic[In, Out]):
         self.max_batch_size = max_batch_size
         self.max_wait_s = max_wait_s
         self.max_queue = max_queue
+        self.idle_s = max_wait_s if idle_s is None else min(idle_s, max_wait_s)
         self._queue: asyncio.Queue[tuple[In, asyncio.Future[Out]]] | None = None
         self._worker: asyncio.Task[None] | None = None
         self.stats = BatchStats()
@@ -85,10 +92,8 @@ class MicroBatcher(Generic[In, Out]):
         """Cancel the worker; queued items fail with ``CancelledError``."""
         if self._worker is not None:
             self._worker.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._worker
-            except asyncio.CancelledError:
-                pass
             self._worker = None
         while self._queue is not None and not self._queue.empty():
             _, future = self._queue.get_nowait()
@@ -119,7 +124,7 @@ class MicroBatcher(Generic[In, Out]):
         batch = [await self._queue.get()]
         deadline = time.monotonic() + self.max_wait_s
         while len(batch) < self.max_batch_size:
-            remaining = deadline - time.monotonic()
+            remaining = min(deadline - time.monotonic(), self.idle_s)
             try:
                 if remaining <= 0:
                     batch.append(self._queue.get_nowait())

@@ -102,8 +102,9 @@ class InMemoryEpisodeStore:
         finished_ttl_s: finished episodes are kept this long for ``GET`` then reaped.
     """
 
-    def __init__(self, ttl_s: float = 600.0, max_episodes: int = 10_000,
-                 finished_ttl_s: float = 60.0) -> None:
+    def __init__(
+        self, ttl_s: float = 600.0, max_episodes: int = 10_000, finished_ttl_s: float = 60.0
+    ) -> None:
         self.ttl_s = ttl_s
         self.max_episodes = max_episodes
         self.finished_ttl_s = finished_ttl_s

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
+    "FORMAT_TAGS",
     "FORMAT_VERSION",
     "ExampleTransition",
     "HistoryStep",
@@ -41,6 +42,12 @@ __all__ = [
 
 FORMAT_VERSION = "dreamgym-step-v1"
 ACTION_SEPARATOR = " | "
+# The output format's markup; small corpus tokenizers keep each tag as one token.
+FORMAT_TAGS = tuple(
+    f"<{end}{tag}>"
+    for tag in ("think", "observation", "actions", "reward", "terminated")
+    for end in ("", "/")
+)
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,7 @@ class EpisodeService:
         max_batch_size: int = 64,
         max_wait_s: float = 0.005,
         max_queue: int = 4096,
+        idle_s: float | None = None,
     ) -> None:
         self.store = store
         self.model = model
@@ -69,19 +70,24 @@ class EpisodeService:
         self.max_steps_limit = max_steps_limit
         self.step_timeout_s = step_timeout_s
         self.batcher: MicroBatcher[StepQuery, StepPrediction] = MicroBatcher(
-            self._predict, max_batch_size=max_batch_size, max_wait_s=max_wait_s,
+            self._predict,
+            max_batch_size=max_batch_size,
+            max_wait_s=max_wait_s,
             max_queue=max_queue,
+            idle_s=idle_s,
         )
         self._in_flight: set[str] = set()
         self._lock = threading.Lock()
 
-    async def _predict(
-        self, queries: list[StepQuery]
-    ) -> list[StepPrediction | BaseException]:
+    async def _predict(self, queries: list[StepQuery]) -> list[StepPrediction | BaseException]:
         return list(await self.model.predict(queries))
 
     def reset(
-        self, task: Task, *, seed: int | None = None, max_steps: int | None = None,
+        self,
+        task: Task,
+        *,
+        seed: int | None = None,
+        max_steps: int | None = None,
         episode_id: str | None = None,
     ) -> Episode:
         """Start an episode in the task's initial state.
@@ -150,14 +156,36 @@ class EpisodeService:
             with self._lock:
                 self._in_flight.discard(episode_id)
 
+    async def step_many(
+        self, items: list[tuple[str, str, int | None]]
+    ) -> list[StepOutcome | BaseException]:
+        """Advance many episodes at once: ``(episode_id, action, seed)`` per item.
+
+        All items are submitted in the same event-loop tick, so they share one model batch (up
+        to ``max_batch_size``). Errors are returned per item (404, 409, 502, 504 ...), never
+        raised for the whole call. Two items for the same episode: the second gets 409.
+        """
+        return list(
+            await asyncio.gather(
+                *(self.step(episode_id, action, seed=seed) for episode_id, action, seed in items),
+                return_exceptions=True,
+            )
+        )
+
     async def _predict_one(self, ep: Episode, action: str, seed: int | None) -> StepPrediction:
-        step_seed = seed if seed is not None else (
-            None if ep.seed is None else ep.seed * 1009 + len(ep.transitions)
+        step_seed = (
+            seed
+            if seed is not None
+            else (None if ep.seed is None else ep.seed * 1009 + len(ep.transitions))
         )
         query = StepQuery(
-            task=ep.task.instruction, environment=ep.task.environment,
-            observation=ep.state.observation, admissible_actions=ep.state.admissible_actions,
-            action=action, history=_history(ep), seed=step_seed,
+            task=ep.task.instruction,
+            environment=ep.task.environment,
+            observation=ep.state.observation,
+            admissible_actions=ep.state.admissible_actions,
+            action=action,
+            history=_history(ep),
+            seed=step_seed,
         )
         try:
             result = await asyncio.wait_for(self.batcher.submit(query), self.step_timeout_s)
@@ -173,16 +201,24 @@ class EpisodeService:
         step = len(ep.transitions)
         truncated = not p.terminated and step + 1 >= ep.max_steps
         transition = Transition(
-            step=step, observation=ep.state.observation,
-            admissible_actions=list(ep.state.admissible_actions), action=action,
-            next_observation=p.observation, next_admissible_actions=list(p.admissible_actions),
-            reward=p.reward, terminated=p.terminated, truncated=truncated,
-            won=p.terminated and p.reward > 0, reasoning=p.reasoning or None,
+            step=step,
+            observation=ep.state.observation,
+            admissible_actions=list(ep.state.admissible_actions),
+            action=action,
+            next_observation=p.observation,
+            next_admissible_actions=list(p.admissible_actions),
+            reward=p.reward,
+            terminated=p.terminated,
+            truncated=truncated,
+            won=p.terminated and p.reward > 0,
+            reasoning=p.reasoning or None,
         )
         ep.transitions.append(transition)
         ep.state = AbstractState(
-            task=ep.task.instruction, observation=p.observation,
-            admissible_actions=list(p.admissible_actions), step=step + 1,
+            task=ep.task.instruction,
+            observation=p.observation,
+            admissible_actions=list(p.admissible_actions),
+            step=step + 1,
         )
         ep.terminated, ep.truncated = p.terminated, truncated
         self.store.save(ep)

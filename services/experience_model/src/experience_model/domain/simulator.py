@@ -230,11 +230,18 @@ class ExperienceModel:
                 reason, raw_text=raw[:2000], attempts=1 + self.sampling.parse_retries
             )
         latency = (time.perf_counter() - start) * 1000.0
-        self.timings.append((len(queries), retrieved_at - start, time.perf_counter() - retrieved_at))
-        logger.debug("predicted batch", extra={
-            "batch_size": len(queries), "retrieval_ms": round((retrieved_at - start) * 1000, 1),
-            "generate_ms": round(latency - (retrieved_at - start) * 1000, 1),
-            "malformed": len(pending)})
+        self.timings.append(
+            (len(queries), retrieved_at - start, time.perf_counter() - retrieved_at)
+        )
+        logger.debug(
+            "predicted batch",
+            extra={
+                "batch_size": len(queries),
+                "retrieval_ms": round((retrieved_at - start) * 1000, 1),
+                "generate_ms": round(latency - (retrieved_at - start) * 1000, 1),
+                "malformed": len(pending),
+            },
+        )
         for r in results:
             if isinstance(r, StepPrediction):
                 r.latency_ms = latency

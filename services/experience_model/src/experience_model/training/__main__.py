@@ -19,7 +19,8 @@ def train(
     task_generator_url: Annotated[str | None, typer.Option(help="Task generator URL")] = None,
     environment: Annotated[str | None, typer.Option(help="Environment id filter")] = None,
     base_model: Annotated[str, typer.Option(help="tiny:..., smollm2-135m or a checkpoint dir")] = (
-        SFTConfig.__dataclass_fields__["base_model"].default),
+        SFTConfig.__dataclass_fields__["base_model"].default
+    ),
     tokenizer: Annotated[str, typer.Option(help="corpus-bpe or base")] = "corpus-bpe",
     steps: Annotated[int, typer.Option(help="Optimizer steps")] = 400,
     batch_size: Annotated[int, typer.Option(help="Examples per step")] = 16,
@@ -30,17 +31,28 @@ def train(
     seed: Annotated[int, typer.Option(help="Seed")] = 0,
 ) -> None:
     """Fine-tune the experience model on the replay store's real transitions."""
-    cfg = SFTConfig(replay_store_url=replay_store_url, output_dir=output_dir,
-                    task_generator_url=task_generator_url, environment=environment,
-                    base_model=base_model, tokenizer=tokenizer,  # type: ignore[arg-type]
-                    steps=steps, batch_size=batch_size, learning_rate=learning_rate,
-                    retrieval_k=retrieval_k, history_length=history_length, device=device,
-                    seed=seed)
+    cfg = SFTConfig(
+        replay_store_url=replay_store_url,
+        output_dir=output_dir,
+        task_generator_url=task_generator_url,
+        environment=environment,
+        base_model=base_model,
+        tokenizer=tokenizer,  # type: ignore[arg-type]
+        steps=steps,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        retrieval_k=retrieval_k,
+        history_length=history_length,
+        device=device,
+        seed=seed,
+    )
     from experience_model.training.job import _tasks  # noqa: PLC0415
 
     summary = train_experience_model(
-        cfg, tasks=_tasks(cfg),
-        progress=lambda p, msg, m: typer.echo(f"[{p:5.1%}] {msg} {json.dumps(m)}", err=True))
+        cfg,
+        tasks=_tasks(cfg),
+        progress=lambda p, msg, m: typer.echo(f"[{p:5.1%}] {msg} {json.dumps(m)}", err=True),
+    )
     summary.pop("loss_curve", None)
     typer.echo(json.dumps(summary, indent=2))
 

@@ -1,4 +1,4 @@
-"""``sft`` job kind of the experience model service (run by :class:`dreamgym.jobs.LocalJobRunner`)."""
+"""The ``sft`` job kind of the experience model service (run by a ``LocalJobRunner``)."""
 
 from __future__ import annotations
 
@@ -26,8 +26,9 @@ def _tasks(cfg: SFTConfig) -> list[Any]:
     from dreamgym.clients.task_generator import TaskGeneratorClient  # noqa: PLC0415
 
     with TaskGeneratorClient(cfg.task_generator_url) as client:
-        page = client.list_tasks(split="train", origin="seed", environment=cfg.environment,
-                                 limit=1000)
+        page = client.list_tasks(
+            split="train", origin="seed", environment=cfg.environment, limit=1000
+        )
     return list(page.data)
 
 
@@ -36,9 +37,11 @@ def run(config: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     cfg = SFT_CONFIG.validate_python(config)
     try:
         summary = train_experience_model(
-            cfg, tasks=_tasks(cfg),
+            cfg,
+            tasks=_tasks(cfg),
             progress=lambda p, msg, metrics: ctx.report(p, msg, metrics),
-            should_stop=ctx.cancelled)
+            should_stop=ctx.cancelled,
+        )
     except InterruptedError:
         raise JobCancelled(ctx.job_id) from None
     ctx.report(checkpoint=summary["checkpoint"])

@@ -97,7 +97,9 @@ def build_llm_backend(settings: Settings) -> LLMBackend | None:
         # Loaded on first use: the shared experience-model checkpoint may not exist yet.
         return lazy(  # type: ignore[no-any-return]
             lambda: cls(model_path=model_path, device=settings.llm_device),
-            name="transformers", requires_path=model_path if "/" in model_path else None)
+            name="transformers",
+            requires_path=model_path if "/" in model_path else None,
+        )
     base_url = _require(settings.llm_base_url, "llm_base_url", kind)
     model = _require(settings.llm_model, "llm_model", kind)
     cls = _load("dreamgym.llm.openai_backend", "OpenAICompatibleBackend", kind)

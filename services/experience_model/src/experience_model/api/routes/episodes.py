@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from dreamgym.errors import ErrorResponse
+from dreamgym.errors import DreamGymError, ErrorResponse
 from dreamgym.experience_types import (
+    BatchStepRequest,
+    BatchStepResponse,
+    BatchStepResult,
     EpisodeDetail,
     EpisodeResetRequest,
     EpisodeResponse,
@@ -15,6 +18,7 @@ from dreamgym.experience_types import (
 )
 from experience_model.api.deps import EpisodeServiceDep
 from experience_model.domain.episodes import Episode
+from experience_model.domain.service import StepOutcome
 
 router = APIRouter(prefix="/v1/episodes", tags=["episodes"])
 
@@ -23,17 +27,45 @@ _ERRORS = {code: {"model": ErrorResponse} for code in (404, 409, 422, 429, 502, 
 
 def _episode(ep: Episode) -> EpisodeResponse:
     return EpisodeResponse(
-        episode_id=ep.episode_id, task_id=ep.task.task_id, state=ep.state,
-        terminated=ep.terminated, truncated=ep.truncated, max_steps=ep.max_steps,
+        episode_id=ep.episode_id,
+        task_id=ep.task.task_id,
+        state=ep.state,
+        terminated=ep.terminated,
+        truncated=ep.truncated,
+        max_steps=ep.max_steps,
     )
 
 
 @router.post("", response_model=EpisodeResponse, status_code=201, responses=_ERRORS)
 def reset_episode(body: EpisodeResetRequest, service: EpisodeServiceDep) -> EpisodeResponse:
     """Start an imagined episode in the task's initial abstract state."""
-    ep = service.reset(body.task, seed=body.seed, max_steps=body.max_steps,
-                       episode_id=body.episode_id)
+    ep = service.reset(
+        body.task, seed=body.seed, max_steps=body.max_steps, episode_id=body.episode_id
+    )
     return _episode(ep)
+
+
+def _step_response(episode_id: str, out: StepOutcome) -> EpisodeStepResponse:
+    p, tr = out.prediction, out.transition
+    return EpisodeStepResponse(
+        episode_id=episode_id,
+        observation=tr.next_observation,
+        admissible_actions=tr.next_admissible_actions,
+        reward=tr.reward,
+        terminated=tr.terminated,
+        truncated=tr.truncated,
+        state=out.episode.state,
+        transition=tr,
+        info=StepInfo(
+            reasoning=p.reasoning,
+            won=bool(tr.won),
+            retrieved=p.retrieved,
+            attempts=p.attempts,
+            latency_ms=round(p.latency_ms, 3),
+            prompt_tokens=p.prompt_tokens,
+            completion_tokens=p.completion_tokens,
+        ),
+    )
 
 
 @router.post("/{episode_id}/step", response_model=EpisodeStepResponse, responses=_ERRORS)
@@ -41,16 +73,22 @@ async def step_episode(
     episode_id: str, body: EpisodeStepRequest, service: EpisodeServiceDep
 ) -> EpisodeStepResponse:
     """Apply one action; the experience model predicts next observation, reward and flags."""
-    out = await service.step(episode_id, body.action, seed=body.seed)
-    p, tr = out.prediction, out.transition
-    return EpisodeStepResponse(
-        episode_id=episode_id, observation=tr.next_observation,
-        admissible_actions=tr.next_admissible_actions, reward=tr.reward,
-        terminated=tr.terminated, truncated=tr.truncated, state=out.episode.state, transition=tr,
-        info=StepInfo(reasoning=p.reasoning, won=bool(tr.won), retrieved=p.retrieved,
-                      attempts=p.attempts, latency_ms=round(p.latency_ms, 3),
-                      prompt_tokens=p.prompt_tokens, completion_tokens=p.completion_tokens),
-    )
+    return _step_response(episode_id, await service.step(episode_id, body.action, seed=body.seed))
+
+
+@router.post(":step", response_model=BatchStepResponse, responses=_ERRORS)
+async def step_episodes(body: BatchStepRequest, service: EpisodeServiceDep) -> BatchStepResponse:
+    """Advance many episodes in one model batch; each item gets a result or its own error."""
+    outcomes = await service.step_many([(s.episode_id, s.action, s.seed) for s in body.steps])
+    results = []
+    for item, out in zip(body.steps, outcomes, strict=True):
+        if isinstance(out, DreamGymError):
+            results.append(BatchStepResult(error=out.to_response().error))
+        elif isinstance(out, BaseException):
+            raise out
+        else:
+            results.append(BatchStepResult(result=_step_response(item.episode_id, out)))
+    return BatchStepResponse(results=results)
 
 
 @router.get("/{episode_id}", response_model=EpisodeDetail, responses=_ERRORS)

@@ -18,8 +18,11 @@ def model_info(runtime: RuntimeDep) -> ModelInfo:
     return runtime.info()  # type: ignore[no-any-return]
 
 
-@router.post("/model:reload", response_model=ModelInfo,
-             responses={code: {"model": ErrorResponse} for code in (404, 422, 503)})
+@router.post(
+    "/model:reload",
+    response_model=ModelInfo,
+    responses={code: {"model": ErrorResponse} for code in (404, 422, 503)},
+)
 async def reload_model(body: ReloadRequest, runtime: RuntimeDep) -> ModelInfo:
     """Load another checkpoint (e.g. after experience-model SFT); live episodes are kept."""
     await run_in_threadpool(runtime.reload, body.model_path)
@@ -41,8 +44,9 @@ def serving_stats(runtime: RuntimeDep) -> dict[str, object]:
     return {
         "batches": batcher.stats.batches,
         "steps": batcher.stats.items,
-        "mean_batch_size": (batcher.stats.items / batcher.stats.batches
-                            if batcher.stats.batches else None),
+        "mean_batch_size": (
+            batcher.stats.items / batcher.stats.batches if batcher.stats.batches else None
+        ),
         "queue_depth": batcher.queue_depth,
         "rejected_queue_full": batcher.stats.rejected_full,
         "parse_failures": runtime.model.parse_failures,
@@ -50,5 +54,14 @@ def serving_stats(runtime: RuntimeDep) -> dict[str, object]:
         "live_episodes": len(runtime.store),
         "retrieval_ms_p50": pct([t[1] for t in timings], 0.5),
         "generate_ms_p50": pct([t[2] for t in timings], 0.5),
-        "recent_batch_sizes": [t[0] for t in timings[-20:]],
+        "recent_batches": [
+            {
+                "size": t[0],
+                "retrieval_ms": round(t[1] * 1000, 1),
+                "generate_ms": round(t[2] * 1000, 1),
+            }
+            for t in timings[-20:]
+        ],
+        "retrieval_cache_hits": getattr(runtime.model.retriever, "hits", None),
+        "retrieval_cache_misses": getattr(runtime.model.retriever, "misses", None),
     }

@@ -31,8 +31,9 @@ def _runner(request: Request) -> LocalJobRunner:
 RunnerDep = Annotated[LocalJobRunner, Depends(_runner)]
 
 
-@router.post("", response_model=JobRecord, status_code=201,
-             responses={422: {"model": ErrorResponse}})
+@router.post(
+    "", response_model=JobRecord, status_code=201, responses={422: {"model": ErrorResponse}}
+)
 def start_training(body: TrainingJobRequest, runner: RunnerDep) -> JobRecord:
     """Validate the SFT config (422 naming the field) and start training."""
     return runner.submit("sft", body.config)
@@ -44,8 +45,11 @@ def get_training(job_id: str, runner: RunnerDep) -> JobRecord:
     return runner.get(job_id)
 
 
-@router.post("/{job_id}/cancel", response_model=JobRecord,
-             responses={404: {"model": ErrorResponse}, 409: {"model": ErrorResponse}})
+@router.post(
+    "/{job_id}/cancel",
+    response_model=JobRecord,
+    responses={404: {"model": ErrorResponse}, 409: {"model": ErrorResponse}},
+)
 def cancel_training(job_id: str, runner: RunnerDep) -> JobRecord:
     """Request cancellation."""
     return runner.cancel(job_id)

@@ -14,7 +14,8 @@ router = APIRouter(prefix="/v1/transitions", tags=["transitions"])
 
 
 @router.post(
-    ":predict", response_model=PredictResponse,
+    ":predict",
+    response_model=PredictResponse,
     responses={code: {"model": ErrorResponse} for code in (422, 429, 503)},
 )
 async def predict_transitions(body: PredictRequest, service: EpisodeServiceDep) -> PredictResponse:
@@ -24,9 +25,15 @@ async def predict_transitions(body: PredictRequest, service: EpisodeServiceDep) 
     whole because of one malformed completion.
     """
     queries = [
-        StepQuery(task=q.task, environment=q.environment, observation=q.observation,
-                  admissible_actions=q.admissible_actions, action=q.action,
-                  history=[HistoryStep(h.observation, h.action) for h in q.history], seed=q.seed)
+        StepQuery(
+            task=q.task,
+            environment=q.environment,
+            observation=q.observation,
+            admissible_actions=q.admissible_actions,
+            action=q.action,
+            history=[HistoryStep(h.observation, h.action) for h in q.history],
+            seed=q.seed,
+        )
         for q in body.queries
     ]
     results = await service.model.predict(queries)
@@ -35,8 +42,14 @@ async def predict_transitions(body: PredictRequest, service: EpisodeServiceDep) 
         if isinstance(r, MalformedTransitionError):
             out.append(Prediction(error=r.to_response().error, attempts=r.attempts))
         else:
-            out.append(Prediction(observation=r.observation,
-                                  admissible_actions=r.admissible_actions, reward=r.reward,
-                                  terminated=r.terminated, reasoning=r.reasoning,
-                                  attempts=r.attempts))
+            out.append(
+                Prediction(
+                    observation=r.observation,
+                    admissible_actions=r.admissible_actions,
+                    reward=r.reward,
+                    terminated=r.terminated,
+                    reasoning=r.reasoning,
+                    attempts=r.attempts,
+                )
+            )
     return PredictResponse(predictions=out)
