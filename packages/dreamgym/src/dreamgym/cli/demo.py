@@ -42,7 +42,7 @@ class DemoConfig:
     eval_tasks: int = 200
     # experience model
     em_base_model: str = "tiny:layers=4,hidden=256,heads=4,intermediate=768"
-    em_steps: int = 300
+    em_steps: int = 250
     em_batch_size: int = 16
     em_learning_rate: float = 1e-3
     retrieval_k: int = 2
@@ -52,7 +52,7 @@ class DemoConfig:
     policy_model: str = "tiny:layers=2,hidden=128,heads=4,intermediate=512"
     grpo: dict[str, Any] = field(
         default_factory=lambda: {
-            "iterations": 12,
+            "iterations": 10,
             "tasks_per_iteration": 8,
             "group_size": 8,
             "learning_rate": 1e-3,
@@ -110,7 +110,8 @@ def default_stack(out_dir: Path, *, ports: dict[str, int] | None = None) -> Stac
         task_generator_port=ports.get("task_generator", _free_port()),
         agent_trainer_port=ports.get("agent_trainer", _free_port()),
         task_generator_model_path=str((out_dir / "experience_model").resolve()),
-        extra_env={"EXPERIENCE_MODEL_RETRIEVAL_K": "2", "EXPERIENCE_MODEL_HISTORY_LENGTH": "2"},
+        extra_env={"EXPERIENCE_MODEL_RETRIEVAL_K": "2", "EXPERIENCE_MODEL_HISTORY_LENGTH": "2",
+                   "EXPERIENCE_MODEL_MAX_NEW_TOKENS": "128"},
     )
 
 
