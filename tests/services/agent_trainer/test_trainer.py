@@ -352,3 +352,33 @@ def test_grpo_train_should_stop_ends_before_next_iteration(make_policy, tmp_path
     assert calls == [0, 1]
     assert trainer.iteration == 2
     assert (trainer.run_dir / "checkpoints" / "iter-00002").is_dir()
+
+
+class LoopBoundPool(ScriptedPool):
+    """Like an async HTTP client's connection pool: only usable on the loop that first used it."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.loop = None
+
+    async def reset(self, task, *, seed, max_steps):
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        self.loop = self.loop or loop
+        if loop is not self.loop:
+            raise RuntimeError("Event loop is closed")
+        return await super().reset(task, seed=seed, max_steps=max_steps)
+
+
+def test_async_clients_stay_usable_across_iterations(make_policy, tmp_path):
+    pool = LoopBoundPool()
+    trainer, *_ = make_trainer(make_policy, tmp_path, pool=pool)
+
+    first = trainer.step()
+    trainer.iteration += 1
+    second = trainer.step()
+    trainer.close()
+
+    assert first["rollout/valid_fraction"] == second["rollout/valid_fraction"] == 1.0
+    assert second["rollout/failed"] == 0

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import multiprocessing
 import os
 import signal
@@ -141,11 +142,24 @@ def _write(workdir: Path, record: JobRecord) -> None:
     tmp.replace(workdir / "status.json")
 
 
+def _log_to_file(path: Path, job_id: str) -> None:
+    """JSON log lines of the job's child process into ``path`` (the job's own log)."""
+    from dreamgym.server.logging import JsonFormatter  # noqa: PLC0415
+
+    handler = logging.FileHandler(path)
+    handler.setFormatter(JsonFormatter(f"job:{job_id}"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+    logging.captureWarnings(True)
+
+
 def _job_main(root: str, job_id: str, target: str) -> None:
     ctx = JobContext(Path(root), job_id)
     if ctx.cancelled():  # cancelled while queued (after the spawn): never run the body
         return
     record = ctx._update(state="running", started_at=_now(), pid=os.getpid())
+    _log_to_file(ctx.workdir / "job.log", job_id)
     try:
         module, _, name = target.partition(":")
         fn = getattr(importlib.import_module(module), name)

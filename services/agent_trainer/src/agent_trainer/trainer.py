@@ -124,6 +124,18 @@ class GRPOTrainer:
         self.generator = torch.Generator().manual_seed(config.seed)
         self.iteration = 0
         self.env_steps = 0
+        # One event loop for the trainer's lifetime: async HTTP clients keep pooled connections
+        # bound to the loop that opened them, so a fresh loop per iteration would break them.
+        self._loop = asyncio.new_event_loop()
+
+    def run_async(self, coro: Any) -> Any:
+        """Run ``coro`` on the trainer's own event loop (rollouts, client shutdown)."""
+        return self._loop.run_until_complete(coro)
+
+    def close(self) -> None:
+        """Close the trainer's event loop (after closing any async clients on it)."""
+        if not self._loop.is_closed():
+            self._loop.close()
 
     # -- the loop -----------------------------------------------------------------------------
     def train(self) -> dict[str, Any]:
@@ -148,7 +160,7 @@ class GRPOTrainer:
             c.tasks_per_iteration, seed=c.seed * 100_003 + self.iteration
         )
         self.policy.model.eval()
-        rollouts = asyncio.run(
+        rollouts = self.run_async(
             collect_rollouts(
                 self.policy,
                 self.pool,
@@ -324,11 +336,21 @@ class GRPOTrainer:
         update_stats: dict[str, float],
     ) -> dict[str, Any]:
         ok = [r for r in rollouts if r.valid]
+        errors = [r.error for r in rollouts if r.error is not None]
+        if errors:  # masked rollouts are visible, never silent zeros
+            logger.warning(
+                "iteration %d: %d/%d rollouts failed and were masked; first: %s",
+                self.iteration,
+                len(errors),
+                len(rollouts),
+                errors[0],
+            )
         return {
             "rollout/episode_return": float(returns[valid].mean()) if ok else 0.0,
             "rollout/success_rate": sum(r.won for r in ok) / max(1, len(ok)),
             "rollout/episode_length": sum(len(r.transitions) for r in ok) / max(1, len(ok)),
             "rollout/valid_fraction": len(ok) / len(rollouts),
+            "rollout/failed": len(errors),
             "advantage/std": float(advantages[valid].std()) if len(ok) > 1 else 0.0,
             **update_stats,
         }

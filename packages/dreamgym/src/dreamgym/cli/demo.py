@@ -11,7 +11,9 @@
 
 from __future__ import annotations
 
+import signal
 import socket
+import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -110,8 +112,11 @@ def default_stack(out_dir: Path, *, ports: dict[str, int] | None = None) -> Stac
         task_generator_port=ports.get("task_generator", _free_port()),
         agent_trainer_port=ports.get("agent_trainer", _free_port()),
         task_generator_model_path=str((out_dir / "experience_model").resolve()),
-        extra_env={"EXPERIENCE_MODEL_RETRIEVAL_K": "2", "EXPERIENCE_MODEL_HISTORY_LENGTH": "2",
-                   "EXPERIENCE_MODEL_MAX_NEW_TOKENS": "128"},
+        extra_env={
+            "EXPERIENCE_MODEL_RETRIEVAL_K": "2",
+            "EXPERIENCE_MODEL_HISTORY_LENGTH": "2",
+            "EXPERIENCE_MODEL_MAX_NEW_TOKENS": "128",
+        },
     )
 
 
@@ -266,6 +271,17 @@ def _pipeline(
     }
 
 
+def _stop_on_sigterm() -> Any:
+    """Turn SIGTERM into ``SystemExit`` so ``kill`` also stops the stack (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    return signal.signal(signal.SIGTERM, handler)
+
+
 def run_demo(
     cfg: DemoConfig,
     out_dir: Path,
@@ -282,6 +298,7 @@ def run_demo(
     local = LocalStack(stack_cfg)
     start = time.perf_counter()
     phases = _Phases(console)
+    previous = _stop_on_sigterm()
     try:
         t = time.perf_counter()
         urls = local.up(log=lambda msg: console.print(f"[dim]{msg}[/dim]"))
@@ -291,6 +308,8 @@ def run_demo(
     finally:
         if not keep_running:
             local.down()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     collect, fidelity, grpo = results["collect"], results["fidelity"], results["grpo"]
     evaluation_steps = sum(int(p.get("real_steps", 0)) for p in results["policies"].values())
     report = {

@@ -113,7 +113,11 @@ def run(config: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             trainer.load_checkpoint(resumed_from)
         initial = trainer.save_checkpoint() if resumed_from is None else None
         real_before = real_steps_total()
-        metrics = trainer.train()
+        try:
+            metrics = trainer.train()
+        finally:
+            trainer.run_async(em.aclose())
+            trainer.close()
         real_during_rl = real_steps_total() - real_before
         ctx.raise_if_cancelled()
     final = (run_dir / "checkpoints" / "latest").resolve()
