@@ -45,6 +45,29 @@ def postgres() -> Iterator[object]:
         shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A running :class:`~dreamgym.stack.redis.LocalRedis` (real ``redis-server``) for the session."""
+    from dreamgym.stack.redis import LocalRedis
+
+    server = LocalRedis(tmp_path_factory.mktemp("redis"), port=free_port()).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture()
+def redis_url(redis_server: object) -> Iterator[str]:
+    """URL of an empty Redis database (flushed before and after the test)."""
+    import redis
+
+    url = redis_server.url(0)  # type: ignore[attr-defined]
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    yield url
+    client.flushdb()
+    client.close()
+
+
 @pytest.fixture()
 def fresh_database(postgres: object) -> Iterator[Callable[..., str]]:
     """Factory: ``fresh_database(extensions=("vector",))`` → SQLAlchemy URL of a new empty DB."""

@@ -77,8 +77,11 @@ PRESETS: dict[str, DemoConfig] = {
     "quick": DemoConfig(
         train_seeds=12,
         eval_tasks=10,
-        em_base_model="tiny:layers=1,hidden=64,heads=2,intermediate=128",
-        em_steps=30,
+        # the smallest experience model that learns the output format in minutes (rollouts
+        # must be valid for the loop to be exercised: synthetic pushes, curriculum reports)
+        em_base_model="tiny:layers=2,hidden=128,heads=4,intermediate=256",
+        em_steps=120,
+        em_learning_rate=2e-3,
         fidelity_episodes=4,
         eval_episodes=12,
         grpo={
@@ -107,6 +110,7 @@ def default_stack(out_dir: Path, *, ports: dict[str, int] | None = None) -> Stac
     return StackConfig(
         data_dir=out_dir / "stack",
         postgres_port=ports.get("postgres", _free_port()),
+        redis_port=ports.get("redis", _free_port()),
         experience_model_port=ports.get("experience_model", _free_port()),
         replay_store_port=ports.get("replay_store", _free_port()),
         task_generator_port=ports.get("task_generator", _free_port()),

@@ -83,6 +83,7 @@ def demo(
 def up(
     data_dir: DataDir = Path(".dreamgym"),
     postgres_port: int = 55432,
+    redis_port: int = 56379,
     experience_model_port: int = 8001,
     replay_store_port: int = 8002,
     task_generator_port: int = 8003,
@@ -97,6 +98,7 @@ def up(
     cfg = StackConfig(
         data_dir=data_dir,
         postgres_port=postgres_port,
+        redis_port=redis_port,
         experience_model_port=experience_model_port,
         replay_store_port=replay_store_port,
         task_generator_port=task_generator_port,
@@ -116,7 +118,7 @@ def up(
 
 @app.command()
 def down(data_dir: DataDir = Path(".dreamgym")) -> None:
-    """Stop the services and PostgreSQL started by ``dreamgym up``."""
+    """Stop the services, PostgreSQL and Redis started by ``dreamgym up``."""
     from dreamgym.stack.local import LocalStack  # noqa: PLC0415
 
     stack = LocalStack(_saved_config(data_dir))

