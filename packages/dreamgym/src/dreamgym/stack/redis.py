@@ -11,6 +11,7 @@ tests connect with an ordinary ``redis://`` URL and the data survives a restart.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import time
 from pathlib import Path
@@ -67,7 +68,7 @@ class LocalRedis:
         """Start the server (no-op when it already runs); waits until it answers ``PING``.
 
         Raises:
-            RuntimeError: the server did not answer within ``timeout_s`` (message points at its log).
+            RuntimeError: no answer within ``timeout_s`` (the message points at its log).
         """
         if self.is_running():
             return self
@@ -98,10 +99,8 @@ class LocalRedis:
 
         if not self.is_running():
             return
-        try:
+        with contextlib.suppress(redis.ConnectionError):  # it hangs up as it shuts down
             redis.Redis(host=self.host, port=self.port).shutdown(nosave=False)
-        except redis.ConnectionError:
-            pass  # the server closes the connection as it shuts down
         deadline = time.monotonic() + timeout_s
         while self.is_running() and time.monotonic() < deadline:
             time.sleep(0.05)
