@@ -1,8 +1,9 @@
 """App factory of the experience model service.
 
 ``create_app(settings)`` returns a FastAPI app whose lifespan loads the LLM backend (in a worker
-thread), connects the replay-store retriever, builds the :class:`EpisodeService` and starts a
-reaper that expires idle episodes. Routes: ``/v1/episodes`` (reset/step/get/close),
+thread), connects the replay-store retriever, builds the :class:`EpisodeService` on the episode
+store (Redis when ``EXPERIENCE_MODEL_REDIS_URL`` is set, else in memory) and starts a reaper that
+expires idle episodes. Routes: ``/v1/episodes`` (reset/step/get/close),
 ``/v1/transitions:predict``, ``/v1/model``, ``/v1/model:reload``, ``/healthz``, ``/readyz``.
 """
 
@@ -19,19 +20,20 @@ from fastapi import FastAPI, Request
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from dreamgym.errors import DreamGymError
 from dreamgym.experience_types import ModelInfo
 from dreamgym.llm.base import LLMBackend
 from dreamgym.server import configure_logging, health_router, install_error_handlers
 from experience_model import __version__
 from experience_model.adapters.backends import build_backend
 from experience_model.api.routes import episodes, model, training, transitions
-from experience_model.domain.episodes import InMemoryEpisodeStore
+from experience_model.domain.episodes import EpisodeStore, InMemoryEpisodeStore
 from experience_model.domain.prompts import FORMAT_VERSION, PromptOptions
 from experience_model.domain.service import EpisodeService
 from experience_model.domain.simulator import ExperienceModel, Retriever, SamplingConfig
 from experience_model.settings import Settings, get_settings
 
-__all__ = ["Runtime", "create_app"]
+__all__ = ["Runtime", "build_episode_store", "create_app"]
 
 SERVICE_NAME = "experience-model"
 logger = logging.getLogger(__name__)
@@ -59,11 +61,7 @@ class Runtime:
                 parse_retries=settings.parse_retries,
             ),
         )
-        self.store = InMemoryEpisodeStore(
-            ttl_s=settings.episode_ttl_s,
-            max_episodes=settings.max_live_episodes,
-            finished_ttl_s=settings.finished_episode_ttl_s,
-        )
+        self.store = build_episode_store(settings)
         self.episodes = EpisodeService(
             self.store,
             self.model,
@@ -92,8 +90,26 @@ class Runtime:
             retrieval_k=self.settings.retrieval_k,
             retrieval_source=self.settings.retrieval_source,
             history_length=self.settings.history_length,
-            live_episodes=len(self.store),
+            live_episodes=self.store.live_count(),
         )
+
+
+def build_episode_store(settings: Settings) -> EpisodeStore:
+    """Redis episode store when ``settings.redis_url`` is set, else an in-process one."""
+    ttl_s, finished_ttl_s = settings.episode_ttl_s, settings.finished_episode_ttl_s
+    if not settings.redis_url:
+        return InMemoryEpisodeStore(
+            ttl_s=ttl_s, max_episodes=settings.max_live_episodes, finished_ttl_s=finished_ttl_s
+        )
+    from experience_model.adapters.redis_episodes import RedisEpisodeStore  # noqa: PLC0415
+
+    return RedisEpisodeStore(
+        settings.redis_url,
+        ttl_s=ttl_s,
+        max_episodes=settings.max_live_episodes,
+        finished_ttl_s=finished_ttl_s,
+        prefix=settings.redis_key_prefix,
+    )
 
 
 def _build_retriever(settings: Settings) -> tuple[Retriever | None, Any]:
@@ -135,7 +151,11 @@ def _training_runner(settings: Settings) -> Any:
 async def _reap_forever(runtime: Runtime, interval_s: float) -> None:
     while True:
         await asyncio.sleep(interval_s)
-        dropped = runtime.store.reap()
+        try:
+            dropped = runtime.store.reap()
+        except DreamGymError as exc:  # e.g. Redis briefly away: try again next round
+            logger.warning("reaping episodes failed", extra={"error": exc.message})
+            continue
         if dropped:
             logger.info("reaped expired episodes", extra={"dropped": dropped})
 
@@ -167,6 +187,7 @@ def create_app(
             await runtime.episodes.batcher.stop()
             if client is not None:
                 await client.aclose()
+            runtime.store.close()
             app.state.training_runner.shutdown()
 
     app = FastAPI(
@@ -181,7 +202,12 @@ def create_app(
     def _loaded(request: Request) -> str | None:
         return None if getattr(request.app.state, "runtime", None) else "model not loaded"
 
-    app.include_router(health_router(SERVICE_NAME, __version__, {"model": _loaded}))
+    def _store_ready(request: Request) -> str | None:
+        runtime = getattr(request.app.state, "runtime", None)
+        return runtime.store.ready() if runtime else None  # "model" already reports it
+
+    checks = {"model": _loaded, "episode_store": _store_ready}
+    app.include_router(health_router(SERVICE_NAME, __version__, checks))
     app.include_router(episodes.router)
     app.include_router(transitions.router)
     app.include_router(model.router)

@@ -31,7 +31,11 @@ class Settings(BaseSettings):
         parse_retries: regenerations of an unparseable completion before a 502.
         episode_ttl_s: idle time after which a live episode expires.
         finished_episode_ttl_s: how long finished episodes stay readable.
-        max_live_episodes: live episodes before resets answer 429.
+        max_live_episodes: live episodes before resets answer 429 (all replicas together when
+            episodes are in Redis).
+        redis_url: Redis keeping the episodes (``redis://host:port/db``), so any replica serves
+            any episode and episodes survive restarts; unset keeps them in this process.
+        redis_key_prefix: namespace of the episode keys in that Redis database.
         default_max_steps / max_steps_limit: step limits of episodes.
         step_timeout_s: deadline of one step (504 after it).
         max_batch_size / max_batch_wait_ms / max_queue: dynamic batching bounds.
@@ -72,6 +76,8 @@ class Settings(BaseSettings):
     episode_ttl_s: float = Field(default=600.0, gt=0)
     finished_episode_ttl_s: float = Field(default=120.0, gt=0)
     max_live_episodes: int = Field(default=10_000, ge=1)
+    redis_url: str | None = None
+    redis_key_prefix: str = Field(default="dreamgym:experience_model", min_length=1)
     default_max_steps: int = Field(default=30, ge=1)
     max_steps_limit: int = Field(default=200, ge=1)
     step_timeout_s: float = Field(default=120.0, gt=0)

@@ -5,8 +5,16 @@ abstract state, the transitions so far, the step limit and the flags. Episodes a
 ``episode_id`` (a random UUID4, unguessable) and expire after an idle TTL, so a client that
 vanishes cannot leak them (see ``shared/design/anchors.md``: OpenEnv PR #1000, ms-swift #9745).
 
-:class:`InMemoryEpisodeStore` serves one process; the Redis store (multi-replica, survives
-restarts) implements the same :class:`EpisodeStore` protocol.
+:class:`InMemoryEpisodeStore` serves one process; the Redis store
+(:mod:`experience_model.adapters.redis_episodes`: multi-replica, survives restarts) implements the
+same :class:`EpisodeStore` protocol.
+
+Concurrency contract (both stores): a step holds a short **lease** on its episode
+(:meth:`EpisodeStore.claim`), so a second concurrent step is refused with 409 "in progress"; and
+:meth:`EpisodeStore.save` is a compare-and-set on :attr:`Episode.revision`, so even when a lease
+has lapsed two steps computed from the same revision never both commit (the later one gets 409).
+A save writes the whole episode at once: readers see the episode before or after a step, never
+half of it.
 """
 
 from __future__ import annotations
@@ -17,15 +25,57 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from dreamgym.errors import CapacityError, EpisodeFinishedError, EpisodeNotFoundError
+from dreamgym.errors import (
+    CapacityError,
+    ConflictError,
+    EpisodeFinishedError,
+    EpisodeNotFoundError,
+)
 from dreamgym.types import AbstractState, Task, Transition
 
-__all__ = ["Episode", "EpisodeStore", "InMemoryEpisodeStore", "new_episode_id"]
+__all__ = [
+    "Episode",
+    "EpisodeStore",
+    "InMemoryEpisodeStore",
+    "capacity_error",
+    "changed_error",
+    "exists_error",
+    "in_progress_error",
+    "new_episode_id",
+]
 
 
 def new_episode_id() -> str:
     """A fresh unguessable episode id."""
     return f"ep-{uuid.uuid4().hex}"
+
+
+def capacity_error(live: int, max_episodes: int) -> CapacityError:
+    """429 for a reset beyond ``max_live_episodes`` (retry after 1 s)."""
+    return CapacityError(
+        f"{live} live episodes (max {max_episodes}); close finished episodes or retry later",
+        retry_after_s=1.0,
+    )
+
+
+def exists_error(episode_id: str) -> ConflictError:
+    """409 for a reset with an ``episode_id`` already in use."""
+    return ConflictError(f"episode '{episode_id}' already exists", param="episode_id")
+
+
+def in_progress_error(episode_id: str) -> ConflictError:
+    """409 for a step while another step of the same episode holds its lease."""
+    return ConflictError(
+        f"a step of episode '{episode_id}' is already in progress", param="episode_id"
+    )
+
+
+def changed_error(episode_id: str) -> ConflictError:
+    """409 for a commit whose episode was changed by a concurrent step since it was read."""
+    return ConflictError(
+        f"episode '{episode_id}' was changed by a concurrent step; read it again and retry",
+        param="episode_id",
+    )
 
 
 @dataclass
@@ -41,7 +91,10 @@ class Episode:
         seed: base sampling seed (step t samples with ``seed + t`` unless the step gives one).
         terminated: the experience model declared a terminal state.
         truncated: ``max_steps`` was reached.
-        last_access: monotonic time of the last read or write (for the idle TTL).
+        created_at: wall-clock creation time (Unix seconds).
+        last_access: monotonic time of the last read or write (for the in-memory idle TTL).
+        revision: number of saves committed so far; :meth:`EpisodeStore.save` only commits when
+            the stored revision still equals this one (compare-and-set), then increments it.
     """
 
     episode_id: str
@@ -54,6 +107,7 @@ class Episode:
     truncated: bool = False
     created_at: float = field(default_factory=time.time)
     last_access: float = field(default_factory=time.monotonic)
+    revision: int = 0
 
     @property
     def done(self) -> bool:
@@ -68,26 +122,68 @@ class Episode:
 
 
 class EpisodeStore(Protocol):
-    """Where live episodes are kept."""
+    """Where live episodes are kept (in memory, or in Redis shared by replicas).
+
+    An episode is *live* from :meth:`create` until it is deleted or expires: after ``ttl_s``
+    without a read or write while running, after ``finished_ttl_s`` once terminated/truncated.
+    """
 
     def create(self, episode: Episode) -> None:
-        """Store a new episode (raises :class:`CapacityError` when full)."""
+        """Store a new episode at revision 0.
+
+        Raises:
+            CapacityError: ``max_episodes`` live episodes already (429, ``Retry-After``).
+            ConflictError: an episode with this id is live (409, param ``episode_id``).
+        """
         ...
 
     def get(self, episode_id: str) -> Episode:
-        """Return the episode (raises :class:`EpisodeNotFoundError`); refreshes its TTL."""
+        """Return the episode and refresh its TTL.
+
+        Raises:
+            EpisodeNotFoundError: unknown, deleted or expired (404).
+        """
         ...
 
     def save(self, episode: Episode) -> None:
-        """Persist the episode's new state."""
+        """Commit the episode's new state all-or-nothing; bumps ``episode.revision``.
+
+        Raises:
+            EpisodeNotFoundError: it was deleted or expired meanwhile (never resurrected; 404).
+            ConflictError: another save committed since ``episode`` was read (409).
+        """
         ...
 
     def delete(self, episode_id: str) -> bool:
         """Remove the episode; True if it existed."""
         ...
 
+    def claim(self, episode_id: str, ttl_s: float) -> str:
+        """Take the step lease of an episode for at most ``ttl_s`` seconds; returns its token.
+
+        Raises:
+            ConflictError: another step holds the lease (409 "in progress").
+        """
+        ...
+
+    def release(self, episode_id: str, token: str) -> None:
+        """Give the lease back (no-op when ``token`` no longer holds it)."""
+        ...
+
     def reap(self) -> int:
         """Drop expired episodes; return how many were dropped."""
+        ...
+
+    def live_count(self) -> int:
+        """Number of live episodes (running and finished-but-readable), across replicas."""
+        ...
+
+    def ready(self) -> str | None:
+        """``None`` when the store can serve requests, otherwise the reason (for ``/readyz``)."""
+        ...
+
+    def close(self) -> None:
+        """Release connections (the episodes themselves are kept)."""
         ...
 
     def __len__(self) -> int: ...
@@ -95,6 +191,9 @@ class EpisodeStore(Protocol):
 
 class InMemoryEpisodeStore:
     """Thread-safe in-process store with an idle TTL and a capacity bound.
+
+    :meth:`get` returns the stored object itself (no copy); callers build a new :class:`Episode`
+    for a step and :meth:`save` it, so readers never see a half-applied step.
 
     Args:
         ttl_s: an episode idle for longer than this (seconds) is expired.
@@ -109,53 +208,96 @@ class InMemoryEpisodeStore:
         self.max_episodes = max_episodes
         self.finished_ttl_s = finished_ttl_s
         self._episodes: dict[str, Episode] = {}
+        self._leases: dict[str, tuple[str, float]] = {}  # episode id -> (token, deadline)
         self._lock = threading.Lock()
 
     def _expired(self, ep: Episode, now: float) -> bool:
         ttl = self.finished_ttl_s if ep.done else self.ttl_s
         return now - ep.last_access > ttl
 
+    def _live_locked(self, episode_id: str, now: float) -> Episode | None:
+        ep = self._episodes.get(episode_id)
+        if ep is not None and self._expired(ep, now):
+            del self._episodes[episode_id]
+            return None
+        return ep
+
     def create(self, episode: Episode) -> None:
+        now = time.monotonic()
         with self._lock:
+            if self._live_locked(episode.episode_id, now) is not None:
+                raise exists_error(episode.episode_id)
             if len(self._episodes) >= self.max_episodes:
-                self._reap_locked(time.monotonic())
+                self._reap_locked(now)
             if len(self._episodes) >= self.max_episodes:
-                raise CapacityError(
-                    f"{len(self._episodes)} live episodes (max {self.max_episodes}); close "
-                    "finished episodes or retry later",
-                    retry_after_s=1.0,
-                )
+                raise capacity_error(len(self._episodes), self.max_episodes)
+            episode.revision = 0
+            episode.last_access = now
             self._episodes[episode.episode_id] = episode
 
     def get(self, episode_id: str) -> Episode:
         now = time.monotonic()
         with self._lock:
-            ep = self._episodes.get(episode_id)
-            if ep is None or self._expired(ep, now):
-                self._episodes.pop(episode_id, None)
+            ep = self._live_locked(episode_id, now)
+            if ep is None:
                 raise EpisodeNotFoundError(episode_id)
             ep.last_access = now
             return ep
 
     def save(self, episode: Episode) -> None:
+        now = time.monotonic()
         with self._lock:
-            episode.last_access = time.monotonic()
+            stored = self._live_locked(episode.episode_id, now)
+            if stored is None:
+                raise EpisodeNotFoundError(episode.episode_id)
+            if stored.revision != episode.revision:
+                raise changed_error(episode.episode_id)
+            episode.revision += 1
+            episode.last_access = now
             self._episodes[episode.episode_id] = episode
 
     def delete(self, episode_id: str) -> bool:
         with self._lock:
             return self._episodes.pop(episode_id, None) is not None
 
+    def claim(self, episode_id: str, ttl_s: float) -> str:
+        now = time.monotonic()
+        with self._lock:
+            held = self._leases.get(episode_id)
+            if held is not None and held[1] > now:
+                raise in_progress_error(episode_id)
+            token = uuid.uuid4().hex
+            self._leases[episode_id] = (token, now + ttl_s)
+            return token
+
+    def release(self, episode_id: str, token: str) -> None:
+        with self._lock:
+            held = self._leases.get(episode_id)
+            if held is not None and held[0] == token:
+                del self._leases[episode_id]
+
     def _reap_locked(self, now: float) -> int:
         dead = [k for k, ep in self._episodes.items() if self._expired(ep, now)]
         for k in dead:
             del self._episodes[k]
+        for k in [k for k, (_, deadline) in self._leases.items() if deadline <= now]:
+            del self._leases[k]
         return len(dead)
 
     def reap(self) -> int:
         with self._lock:
             return self._reap_locked(time.monotonic())
 
-    def __len__(self) -> int:
+    def live_count(self) -> int:
+        now = time.monotonic()
         with self._lock:
-            return len(self._episodes)
+            return sum(not self._expired(ep, now) for ep in self._episodes.values())
+
+    def ready(self) -> str | None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def __len__(self) -> int:
+        return self.live_count()

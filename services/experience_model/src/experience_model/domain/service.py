@@ -7,23 +7,29 @@ limit, ``won`` is ``terminated and reward > 0`` (outcome reward, paper §4.1.1).
 
 A step that fails (malformed output after retries, deadline exceeded, capacity) leaves the episode
 exactly as it was, so the client can retry the step or mask the rollout. Two concurrent steps on
-the same episode are refused with 409 rather than interleaved.
+the same episode are refused with 409 rather than interleaved, across replicas too: a step holds
+the episode's lease in the store (409 "in progress" for the second), and its result is committed
+with a compare-and-set on the episode's revision (409 "changed by a concurrent step" if the lease
+lapsed and another step committed first). The episode is never half-written.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
+import dataclasses
 from dataclasses import dataclass
 
-from dreamgym.errors import ConflictError, MalformedTransitionError, StepTimeoutError
+from dreamgym.errors import MalformedTransitionError, StepTimeoutError
 from dreamgym.types import AbstractState, Task, Transition
 from experience_model.domain.batching import MicroBatcher
 from experience_model.domain.episodes import Episode, EpisodeStore, new_episode_id
 from experience_model.domain.prompts import HistoryStep
 from experience_model.domain.simulator import ExperienceModel, StepPrediction, StepQuery
 
-__all__ = ["EpisodeService", "StepOutcome"]
+__all__ = ["LEASE_MARGIN_S", "EpisodeService", "StepOutcome"]
+
+LEASE_MARGIN_S = 5.0
+"""Seconds a step lease outlives the step deadline (a crashed replica frees it after that)."""
 
 
 @dataclass(frozen=True)
@@ -76,8 +82,6 @@ class EpisodeService:
             max_queue=max_queue,
             idle_s=idle_s,
         )
-        self._in_flight: set[str] = set()
-        self._lock = threading.Lock()
 
     async def _predict(self, queries: list[StepQuery]) -> list[StepPrediction | BaseException]:
         return list(await self.model.predict(queries))
@@ -97,7 +101,7 @@ class EpisodeService:
             CapacityError: too many live episodes (429).
             ConflictError: ``episode_id`` already in use (409).
         """
-        from dreamgym.errors import EpisodeNotFoundError, InvalidRequestError  # noqa: PLC0415
+        from dreamgym.errors import InvalidRequestError  # noqa: PLC0415
 
         limit = max_steps or self.default_max_steps
         if limit > self.max_steps_limit:
@@ -105,13 +109,6 @@ class EpisodeService:
                 f"max_steps={limit} exceeds this service's limit {self.max_steps_limit}",
                 param="max_steps",
             )
-        if episode_id is not None:
-            try:
-                self.store.get(episode_id)
-            except EpisodeNotFoundError:
-                pass
-            else:
-                raise ConflictError(f"episode '{episode_id}' already exists", param="episode_id")
         episode = Episode(
             episode_id=episode_id or new_episode_id(),
             task=task,
@@ -119,7 +116,7 @@ class EpisodeService:
             max_steps=limit,
             seed=seed,
         )
-        self.store.create(episode)
+        self.store.create(episode)  # atomic: 409 if episode_id is live, 429 when full
         return episode
 
     def get(self, episode_id: str) -> Episode:
@@ -130,31 +127,25 @@ class EpisodeService:
         """Forget the episode; True if it existed."""
         return self.store.delete(episode_id)
 
-    def _claim(self, episode_id: str) -> None:
-        with self._lock:
-            if episode_id in self._in_flight:
-                raise ConflictError(
-                    f"a step of episode '{episode_id}' is already in progress", param="episode_id"
-                )
-            self._in_flight.add(episode_id)
-
     async def step(self, episode_id: str, action: str, *, seed: int | None = None) -> StepOutcome:
         """Advance the episode by one imagined step.
 
+        The step holds the episode's lease (``step_timeout_s + LEASE_MARGIN_S``) while the model
+        runs, reads the episode under it, and commits the result with a compare-and-set.
+
         Raises:
-            EpisodeNotFoundError (404), EpisodeFinishedError (409), ConflictError (409, concurrent
-            step), CapacityError (429), StepTimeoutError (504), MalformedTransitionError (502).
+            EpisodeNotFoundError (404, also when closed or expired mid-step: never resurrected),
+            EpisodeFinishedError (409), ConflictError (409, concurrent step), CapacityError
+            (429), StepTimeoutError (504), MalformedTransitionError (502).
         """
-        episode = self.store.get(episode_id)
-        episode.ensure_running()
-        self._claim(episode_id)
+        token = self.store.claim(episode_id, self.step_timeout_s + LEASE_MARGIN_S)
         try:
+            episode = self.store.get(episode_id)
+            episode.ensure_running()
             prediction = await self._predict_one(episode, action, seed)
-            self.store.get(episode_id)  # 404 if closed or expired meanwhile: do not resurrect it
             return self._apply(episode, action, prediction)
         finally:
-            with self._lock:
-                self._in_flight.discard(episode_id)
+            self.store.release(episode_id, token)
 
     async def step_many(
         self, items: list[tuple[str, str, int | None]]
@@ -213,13 +204,17 @@ class EpisodeService:
             won=p.terminated and p.reward > 0,
             reasoning=p.reasoning or None,
         )
-        ep.transitions.append(transition)
-        ep.state = AbstractState(
-            task=ep.task.instruction,
-            observation=p.observation,
-            admissible_actions=list(p.admissible_actions),
-            step=step + 1,
+        updated = dataclasses.replace(
+            ep,
+            transitions=[*ep.transitions, transition],
+            state=AbstractState(
+                task=ep.task.instruction,
+                observation=p.observation,
+                admissible_actions=list(p.admissible_actions),
+                step=step + 1,
+            ),
+            terminated=p.terminated,
+            truncated=truncated,
         )
-        ep.terminated, ep.truncated = p.terminated, truncated
-        self.store.save(ep)
-        return StepOutcome(episode=ep, transition=transition, prediction=p)
+        self.store.save(updated)  # compare-and-set on ep.revision: 404 if gone, 409 if changed
+        return StepOutcome(episode=updated, transition=transition, prediction=p)

@@ -51,7 +51,7 @@ def serving_stats(runtime: RuntimeDep) -> dict[str, object]:
         "rejected_queue_full": batcher.stats.rejected_full,
         "parse_failures": runtime.model.parse_failures,
         "generated_tokens": runtime.model.generated_tokens,
-        "live_episodes": len(runtime.store),
+        "live_episodes": runtime.store.live_count(),
         "retrieval_ms_p50": pct([t[1] for t in timings], 0.5),
         "generate_ms_p50": pct([t[2] for t in timings], 0.5),
         "recent_batches": [
