@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 from dreamgym.llm.base import SamplingParams
-from dreamgym.types import Task
+from dreamgym.types import AbstractState, Task, Transition
+from experience_model.domain.episodes import Episode
 from experience_model.domain.prompts import ExampleTransition, render_step_target
 from experience_model.domain.simulator import RetrievedExample, StepQuery
 
@@ -110,3 +112,47 @@ class FakeRetriever:
     async def retrieve(self, queries: Sequence[StepQuery], k: int) -> list[list[RetrievedExample]]:
         self.calls.append((list(queries), k))
         return [self.examples[:k] for _ in queries]
+
+
+# -- episodes (store tests) ----------------------------------------------------------------------
+
+
+def new_episode(index: int = 0, **fields: Any) -> Episode:
+    """A fresh episode ``ep-<index>`` of :func:`make_task` (max 5 steps)."""
+    task = make_task(index)
+    return Episode(
+        episode_id=f"ep-{index}", task=task, state=task.initial_state(), max_steps=5, **fields
+    )
+
+
+def advanced(ep: Episode, action: str, *, terminated: bool = False) -> Episode:
+    """``ep`` one step later (a new object, as the service builds it)."""
+    step = len(ep.transitions)
+    transition = Transition(
+        step=step,
+        observation=ep.state.observation,
+        admissible_actions=list(ep.state.admissible_actions),
+        action=action,
+        next_observation=f"after {action}",
+        next_admissible_actions=["look"],
+        reward=1.0 if terminated else 0.0,
+        terminated=terminated,
+        won=terminated,
+        reasoning="because",
+    )
+    state = AbstractState(
+        task=ep.task.instruction,
+        observation=f"after {action}",
+        admissible_actions=["look"],
+        step=step + 1,
+    )
+    return dataclasses.replace(
+        ep, transitions=[*ep.transitions, transition], state=state, terminated=terminated
+    )
+
+
+def fields_of(ep: Episode) -> dict[str, Any]:
+    """What a client can observe of an episode (not the process-local ``last_access``)."""
+    out = dataclasses.asdict(ep)
+    del out["last_access"]
+    return out

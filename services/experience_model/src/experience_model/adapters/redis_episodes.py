@@ -7,8 +7,8 @@ Implements :class:`~experience_model.domain.episodes.EpisodeStore`. Layout under
   ``ttl_s`` while running, ``finished_ttl_s`` once finished, pushed back on every read and write.
 - ``{prefix}:live`` — sorted set of episode ids scored by their expiry time (server clock, ms).
   It counts live episodes for the capacity bound and the live-episode metric; entries whose score
-  has passed are episodes Redis already expired, and are dropped by :meth:`reap` and by every
-  reset.
+  has passed are episodes Redis already expired, and are dropped by :meth:`reap` (and by a reset
+  that finds the store full).
 - ``{prefix}:lease:{id}`` — the step lease (a random token, ``SET NX PX``).
 
 Every operation that writes is one Lua script (atomic in Redis), timed by the server clock, so
@@ -26,6 +26,7 @@ replicas), not Redis Cluster.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import Iterator
@@ -45,6 +46,8 @@ from experience_model.domain.episodes import (
 )
 
 __all__ = ["EpisodeDocument", "RedisEpisodeStore", "from_document", "to_document"]
+
+logger = logging.getLogger(__name__)
 
 
 class EpisodeDocument(WireModel):
@@ -110,10 +113,13 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 _CREATE = (
     _NOW
     + """
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 if redis.call('EXISTS', KEYS[1]) == 1 then return {1} end
 local live = redis.call('ZCARD', KEYS[2])
-if live >= tonumber(ARGV[5]) then return {2, live} end
+if live >= tonumber(ARGV[5]) then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  live = redis.call('ZCARD', KEYS[2])
+  if live >= tonumber(ARGV[5]) then return {2, live} end
+end
 local deadline = now + tonumber(ARGV[4])
 redis.call('HSET', KEYS[1], 'doc', ARGV[2], 'rev', 0, 'done', ARGV[3])
 redis.call('PEXPIREAT', KEYS[1], deadline)
@@ -299,8 +305,13 @@ class RedisEpisodeStore:
         return token
 
     def release(self, episode_id: str, token: str) -> None:
-        with self._redis_errors():
+        """Best effort: when Redis is away the lease simply expires after its TTL."""
+        try:
             self._release(keys=[self._lease_key(episode_id)], args=[token])
+        except redis.RedisError as exc:
+            logger.warning(
+                "could not release step lease", extra={"episode_id": episode_id, "error": str(exc)}
+            )
 
     def reap(self) -> int:
         with self._redis_errors():
