@@ -1,4 +1,4 @@
-"""``python -m replay_store.migrate``: migrate the replay store database to Alembic ``head``, then exit.
+"""``python -m replay_store.migrate``: migrate the replay store database to ``head``, then exit.
 
 The one-shot migration step of a deployment: the ``migrate`` service of ``docker-compose.yml``
 and the ``replay-store-migrate`` Kubernetes Job run it before the new replay store serves
