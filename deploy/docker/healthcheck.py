@@ -16,7 +16,7 @@ def main(argv: list[str]) -> int:
         return 2
     timeout = float(argv[2]) if len(argv) == 3 else 3.0
     try:
-        with urllib.request.urlopen(argv[1], timeout=timeout) as response:  # noqa: S310
+        with urllib.request.urlopen(argv[1], timeout=timeout) as response:
             return 0 if 200 <= response.status < 300 else 1
     except (urllib.error.URLError, OSError, ValueError) as exc:
         sys.stderr.write(f"unhealthy: {argv[1]}: {exc}\n")

@@ -374,9 +374,29 @@ def test_dockerfile_copies_only_paths_in_the_build_context() -> None:
         assert not _dockerignore_allows(private), private
 
 
+def _dockerfile_stage(name: str) -> str:
+    """The instructions of stage ``name`` (up to the next FROM)."""
+    header = re.compile(rf"^FROM\s+\S+\s+AS\s+{re.escape(name)}\s*$", re.M)
+    after = header.split(DOCKERFILE.read_text())[1]
+    return after.split("\nFROM ", 1)[0]
+
+
+def test_every_image_runs_as_the_unprivileged_user_the_pods_expect() -> None:
+    targets = {s["build"]["target"] for s in _services().values() if "build" in s}
+    assert targets == {
+        "replay-store",
+        "task-generator",
+        "experience-model",
+        "agent-trainer",
+        "worker",
+    }
+    for target in targets:
+        assert "\nUSER 10001:10001\n" in _dockerfile_stage(target), target
+    assert "useradd --system --uid 10001 --gid 10001" in _dockerfile_stage("runtime")
+
+
 def test_dockerfile_worker_contains_every_job_target() -> None:
-    text = DOCKERFILE.read_text()
-    worker_build = text.split("AS build-worker", 1)[1].split("\nFROM ", 1)[0]
+    worker_build = _dockerfile_stage("build-worker")
     for service in ("services/agent_trainer", "services/experience_model"):
         assert f"COPY {service} " in worker_build
     assert "jobs]" in worker_build  # the dreamgym[jobs] extra: Celery and Redis
