@@ -55,6 +55,7 @@ def _load_check_deploy() -> ModuleType:
 
 
 check_deploy = _load_check_deploy()
+resource_name = check_deploy.resource_name
 OVERLAYS = [p.name for p in check_deploy.overlays(ROOT)]
 
 
@@ -428,6 +429,17 @@ def test_schema_validation_is_strict(rendered: dict[str, list[dict[str, Any]]]) 
 
     assert len(problems) == 1
     assert "Deployment/replay-store" in problems[0] and "pathh" in problems[0]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_everything_lands_in_the_dreamgym_namespace_with_its_label(
+    rendered: dict[str, list[dict[str, Any]]], overlay: str
+) -> None:
+    for resource in rendered[overlay]:
+        metadata = resource["metadata"]
+        if resource["kind"] != "Namespace":
+            assert metadata.get("namespace") == "dreamgym", resource_name(resource)
+        assert metadata["labels"]["app.kubernetes.io/part-of"] == "dreamgym", metadata["name"]
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
