@@ -1,43 +1,16 @@
-"""Trajectory export: JSONL and Parquet files with a versioned schema, loadable by ``datasets``.
+"""Export files: streaming JSONL / Parquet writers, a reader, and the replay-store export.
 
-One row per trajectory (schema ``dreamgym.trajectory/1``, :class:`TrajectoryRecord`)::
-
-    schema_version  "dreamgym.trajectory/1"
-    trajectory_id   str | null        replay-store id
-    episode_id      str | null        experience-model episode id (imagined rollouts)
-    task            {task_id, instruction, environment}
-    turns           [{step, observation, admissible_actions, action, next_observation, reward,
-                      terminated, truncated, won, reasoning,
-                      prompt_token_ids, action_token_ids, action_logprobs, latency_ms}]
-    rewards         [float]            r_1..r_T (= turns[*].reward)
-    episode_return  float              sum of rewards
-    length          int                T
-    success         bool               the last turn is ``won``
-    provenance      {environment, game_seed, split, policy, source, policy_version}
-    timings         {created_at, exported_at, total_latency_ms}    UTC timestamps / ms
-
-Token ids and log-probs are the policy's (prompt ids and the sampled action's ids and
-per-token log-probs, nats), present when the producer had them (the trainer's rollouts) and
-``null`` otherwise (trajectories read back from the replay store).
-
->>> with TrajectoryWriter("runs/export.parquet") as out:  # doctest: +SKIP
-...     out.write(to_record(trajectory))
->>> datasets.load_dataset("parquet", data_files="runs/export.parquet")  # doctest: +SKIP
-
-Parquet needs ``pyarrow`` (the ``export`` extra); the Arrow schema is :func:`arrow_schema`.
+Parquet needs ``pyarrow`` (the ``export`` extra); its schema is :func:`arrow_schema`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
-from datetime import UTC, datetime
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
-from dreamgym.types import Trajectory
+from dreamgym.export.records import SCHEMA_VERSION, TrajectoryRecord, to_record
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -45,182 +18,15 @@ if TYPE_CHECKING:
     from dreamgym.clients.replay_store import ReplayStoreClient
 
 __all__ = [
-    "SCHEMA_VERSION",
     "ExportFormat",
-    "TrajectoryRecord",
     "TrajectoryWriter",
-    "TurnExtras",
     "arrow_schema",
     "export_from_replay_store",
     "format_of",
     "read_records",
-    "to_record",
 ]
 
-SCHEMA_VERSION = "dreamgym.trajectory/1"
 ExportFormat = Literal["jsonl", "parquet"]
-
-
-class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class TurnExtras(_Record):
-    """Per-turn data a trajectory does not carry (policy tokens, timing).
-
-    Attributes:
-        prompt_token_ids: the policy prompt's token ids.
-        action_token_ids: the sampled action's token ids.
-        action_logprobs: log-probability (nats) of each action token, same length as the ids.
-        latency_ms: wall time of the experience-model step, ms.
-    """
-
-    prompt_token_ids: list[int] | None = None
-    action_token_ids: list[int] | None = None
-    action_logprobs: list[float] | None = None
-    latency_ms: float | None = Field(default=None, ge=0)
-
-    @model_validator(mode="after")
-    def _same_length(self) -> TurnExtras:
-        ids, logprobs = self.action_token_ids, self.action_logprobs
-        if ids is not None and logprobs is not None and len(ids) != len(logprobs):
-            raise ValueError(
-                f"action_logprobs has {len(logprobs)} values for {len(ids)} action_token_ids"
-            )
-        return self
-
-
-class TurnRecord(TurnExtras):
-    """One turn: the transition plus its :class:`TurnExtras`."""
-
-    step: int = Field(ge=0)
-    observation: str
-    admissible_actions: list[str]
-    action: str
-    next_observation: str
-    reward: float
-    terminated: bool
-    truncated: bool
-    won: bool | None = None
-    reasoning: str | None = None
-
-
-class TaskRecord(_Record):
-    """The task of a trajectory."""
-
-    task_id: str | None = None
-    instruction: str
-    environment: str
-
-
-class ProvenanceRecord(_Record):
-    """Where a trajectory came from (:class:`dreamgym.types.Provenance`)."""
-
-    environment: str
-    game_seed: int | None = None
-    split: str | None = None
-    policy: str
-    source: str
-    policy_version: str | None = None
-
-
-class TimingRecord(_Record):
-    """When the trajectory was stored and exported, and its summed step latency (ms).
-
-    Timestamps are UTC (ISO-8601 in JSONL, ``timestamp[us, UTC]`` in Parquet); a naive
-    timestamp read back (``datasets``' JSON loader drops the zone) is taken as UTC.
-    """
-
-    created_at: datetime | None = None
-    exported_at: datetime
-    total_latency_ms: float | None = None
-
-    @field_validator("created_at", "exported_at")
-    @classmethod
-    def _utc(cls, value: datetime | None) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-class TrajectoryRecord(_Record):
-    """One exported trajectory (see the module docstring for the schema)."""
-
-    schema_version: str = SCHEMA_VERSION
-    trajectory_id: str | None = None
-    episode_id: str | None = None
-    task: TaskRecord
-    turns: list[TurnRecord] = Field(min_length=1)
-    rewards: list[float]
-    episode_return: float
-    length: int = Field(ge=1)
-    success: bool
-    provenance: ProvenanceRecord
-    timings: TimingRecord
-
-    @model_validator(mode="after")
-    def _known_version(self) -> TrajectoryRecord:
-        if self.schema_version != SCHEMA_VERSION:
-            raise ValueError(
-                f"schema_version {self.schema_version!r} is not {SCHEMA_VERSION!r}; "
-                "export again with this DreamGym version"
-            )
-        return self
-
-
-def to_record(
-    trajectory: Trajectory,
-    *,
-    episode_id: str | None = None,
-    turn_extras: Sequence[TurnExtras] | None = None,
-    created_at: datetime | None = None,
-    exported_at: datetime | None = None,
-) -> TrajectoryRecord:
-    """Build the export row of a trajectory.
-
-    Args:
-        trajectory: the trajectory (e.g. from the replay store or a rollout).
-        episode_id: the experience-model episode it was played in, if imagined.
-        turn_extras: one :class:`TurnExtras` per transition (tokens, log-probs, latency).
-        created_at: when it was stored (the replay store's ``created_at``).
-        exported_at: export time (default: now, UTC).
-
-    Raises:
-        ValueError: ``turn_extras`` does not have one entry per transition.
-    """
-    extras = (
-        list(turn_extras)
-        if turn_extras is not None
-        else [TurnExtras()] * len(trajectory.transitions)
-    )
-    if len(extras) != len(trajectory.transitions):
-        raise ValueError(
-            f"turn_extras has {len(extras)} entries for {len(trajectory.transitions)} transitions"
-        )
-    turns = [
-        TurnRecord(**t.model_dump(exclude={"next_admissible_actions"}), **x.model_dump())
-        for t, x in zip(trajectory.transitions, extras, strict=True)
-    ]
-    latencies = [t.latency_ms for t in turns if t.latency_ms is not None]
-    p = trajectory.provenance
-    return TrajectoryRecord(
-        trajectory_id=trajectory.trajectory_id,
-        episode_id=episode_id,
-        task=TaskRecord(
-            task_id=trajectory.task_id, instruction=trajectory.task, environment=p.environment
-        ),
-        turns=turns,
-        rewards=[t.reward for t in turns],
-        episode_return=trajectory.episode_return,
-        length=len(turns),
-        success=trajectory.success,
-        provenance=ProvenanceRecord(**p.model_dump()),
-        timings=TimingRecord(
-            created_at=created_at,
-            exported_at=exported_at or datetime.now(UTC),
-            total_latency_ms=sum(latencies) if latencies else None,
-        ),
-    )
 
 
 def arrow_schema() -> pa.Schema:
