@@ -225,7 +225,8 @@ def run(args: ExampleArgs) -> GRPOTrainer:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse ``argv`` and train."""
-    (args,) = HfArgumentParser(ExampleArgs).parse_args_into_dataclasses(args=argv)
+    parser = HfArgumentParser(ExampleArgs)  # type: ignore[arg-type]
+    (args,) = parser.parse_args_into_dataclasses(args=argv)
     trainer = run(args)
     rewards = [log["reward"] for log in trainer.state.log_history if "reward" in log]
     print(f"trained {trainer.state.global_step} steps; mean imagined return per step: {rewards}")

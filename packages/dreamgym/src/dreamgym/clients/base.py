@@ -24,7 +24,7 @@ import os
 import random
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Self
 
 import httpx
 from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt
@@ -276,7 +276,7 @@ class ServiceClient(_Common):
         """Close the connection pool."""
         self._http.close()
 
-    def __enter__(self) -> ServiceClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -345,7 +345,7 @@ class AsyncServiceClient(_Common):
         """Close the connection pool."""
         await self._http.aclose()
 
-    async def __aenter__(self) -> AsyncServiceClient:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

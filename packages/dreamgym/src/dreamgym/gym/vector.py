@@ -186,10 +186,10 @@ class ExperienceModelVectorEnv(VectorEnv):  # type: ignore[type-arg]
         truncated = np.zeros(self.num_envs, dtype=np.bool_)
         infos: dict[str, Any] = {}
         stepping = [i for i in range(self.num_envs) if not self._autoreset[i]]
-        for i in np.flatnonzero(self._autoreset):
+        for j in map(int, np.flatnonzero(self._autoreset)):
             if self.autoreset_mode != AutoresetMode.NEXT_STEP:
-                raise ResetNeeded(f"sub-environment {i} has ended; reset it with a reset_mask")
-            infos = self._add_info(infos, self._reset_one(int(i), None, self.max_steps), int(i))
+                raise ResetNeeded(f"sub-environment {j} has ended; reset it with a reset_mask")
+            infos = self._add_info(infos, self._reset_one(j, None, self.max_steps), j)
         for i, result in self._step_batch(stepping, actions):
             if isinstance(result, DreamGymError):
                 truncated[i], info = True, {"error": _error_info(result)}

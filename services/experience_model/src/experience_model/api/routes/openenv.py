@@ -56,7 +56,9 @@ DESCRIPTION = (
     "DreamGym's experience model as an OpenEnv environment: an LLM imagines the next "
     "observation, admissible actions, reward and termination of a text task (arXiv 2511.03773)."
 )
-_ERRORS = {code: {"model": ErrorResponse} for code in (404, 409, 422, 429, 502, 503, 504)}
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorResponse} for code in (404, 409, 422, 429, 502, 503, 504)
+}
 
 router = APIRouter(tags=["openenv"])
 
