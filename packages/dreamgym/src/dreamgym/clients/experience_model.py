@@ -195,3 +195,18 @@ class AsyncExperienceModelClient(AsyncServiceClient):
     async def model_info(self) -> ModelInfo:
         """What the service serves."""
         return ModelInfo.model_validate(await self.request("GET", "/v1/model"))
+
+    async def start_training(self, config: dict[str, Any]) -> JobRecord:
+        """Start an experience-model SFT job (``POST /v1/training-jobs``)."""
+        data = await self.request("POST", "/v1/training-jobs", json={"config": config})
+        return JobRecord.model_validate(data)
+
+    async def get_training(self, job_id: str) -> JobRecord:
+        """An SFT job's record (its ``result.checkpoint`` once succeeded)."""
+        data = await self.request("GET", f"/v1/training-jobs/{quote(job_id, safe='')}")
+        return JobRecord.model_validate(data)
+
+    async def reload(self, model_path: str) -> ModelInfo:
+        """Load another checkpoint into the service."""
+        body = ReloadRequest(model_path=model_path).model_dump()
+        return ModelInfo.model_validate(await self.request("POST", "/v1/model:reload", json=body))
