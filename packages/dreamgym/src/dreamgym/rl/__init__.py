@@ -17,6 +17,7 @@ from dreamgym.rl.losses import (
     clipped_value_loss,
     grpo_loss,
     kl_penalty,
+    ppo_loss,
 )
 
 __all__ = [
@@ -32,4 +33,5 @@ __all__ = [
     "kl_penalty",
     "masked_log_probs",
     "masked_whiten",
+    "ppo_loss",
 ]
