@@ -596,7 +596,9 @@ def test_gae_lambda_one_gamma_one_is_return_minus_value(episode):
 
     expected = _discounted_returns(episode, gamma=1.0)
     torch.testing.assert_close(returns, expected)
-    torch.testing.assert_close(advantages, torch.where(episode["mask"], expected - episode["values"], 0.0))
+    torch.testing.assert_close(
+        advantages, torch.where(episode["mask"], expected - episode["values"], 0.0)
+    )
 
 
 @FAST

@@ -488,9 +488,7 @@ def test_clipped_value_loss_without_clip_range_is_half_mse():
     clip_range=st.sampled_from([0.0, 0.1, 0.5, None]),
     junk=st.sampled_from([1e4, math.inf, -math.inf, math.nan]),
 )
-def test_clipped_value_loss_masked_entries_change_neither_loss_nor_gradient(
-    seed, clip_range, junk
-):
+def test_clipped_value_loss_masked_entries_change_neither_loss_nor_gradient(seed, clip_range, junk):
     gen = torch.Generator().manual_seed(seed)
     values = torch.randn(3, 4, generator=gen, dtype=torch.float64).requires_grad_(True)
     old_values = values.detach() + 0.3 * torch.randn(3, 4, generator=gen, dtype=torch.float64)
@@ -500,7 +498,10 @@ def test_clipped_value_loss_masked_entries_change_neither_loss_nor_gradient(
 
     clean, _ = clipped_value_loss(values, old_values, returns, mask, clip_range=clip_range)
     dirty, _ = clipped_value_loss(
-        junk_values, old_values.where(mask, junk), returns.where(mask, -junk), mask,
+        junk_values,
+        old_values.where(mask, junk),
+        returns.where(mask, -junk),
+        mask,
         clip_range=clip_range,
     )
     clean.backward()
@@ -589,8 +590,19 @@ def test_ppo_loss_is_grpo_loss_plus_value_and_entropy_terms(aggregation):
     common = {"aggregation": aggregation, "max_tokens": 6, "beta": 0.05}
 
     loss, stats = ppo_loss(
-        log_probs, old, ref, advantages, mask, values, old_values, returns, value_mask,
-        entropy=entropy, entropy_coef=0.01, **PPO_COEFS, **common,
+        log_probs,
+        old,
+        ref,
+        advantages,
+        mask,
+        values,
+        old_values,
+        returns,
+        value_mask,
+        entropy=entropy,
+        entropy_coef=0.01,
+        **PPO_COEFS,
+        **common,
     )
     grpo, _ = grpo_loss(log_probs, old, ref, advantages, mask, **EPS, **common)
     value, _ = clipped_value_loss(values, old_values, returns, value_mask, clip_range=0.2)
@@ -617,8 +629,14 @@ def test_ppo_loss_non_agent_tokens_change_neither_loss_nor_gradient(seed, junk):
         log_probs, old, ref, advantages, mask, *value_args, entropy=entropy, **kwargs
     )
     dirty, _ = ppo_loss(
-        junk_log_probs, old.where(mask, -junk), ref.where(mask, junk),
-        advantages.where(mask, junk), mask, *value_args, entropy=junk_entropy, **kwargs,
+        junk_log_probs,
+        old.where(mask, -junk),
+        ref.where(mask, junk),
+        advantages.where(mask, junk),
+        mask,
+        *value_args,
+        entropy=junk_entropy,
+        **kwargs,
     )
     clean.backward()
     dirty.backward()
@@ -637,8 +655,17 @@ def test_ppo_loss_value_gradient_is_vf_coef_times_value_loss_gradient(seed, vf_c
     reference = values.detach().clone().requires_grad_(True)
 
     loss, _ = ppo_loss(
-        log_probs, old, None, advantages, mask, values, old_values, returns, value_mask,
-        beta=0.0, **(PPO_COEFS | {"vf_coef": vf_coef}),
+        log_probs,
+        old,
+        None,
+        advantages,
+        mask,
+        values,
+        old_values,
+        returns,
+        value_mask,
+        beta=0.0,
+        **(PPO_COEFS | {"vf_coef": vf_coef}),
     )
     value, _ = clipped_value_loss(reference, old_values, returns, value_mask, clip_range=0.2)
     loss.backward()
@@ -672,7 +699,12 @@ def test_ppo_loss_bad_coefficients_raise(overrides, match):
 
     with pytest.raises(ValueError, match=match):
         ppo_loss(
-            log_probs, old, None, advantages, mask, *_value_batch(2, seed=2),
+            log_probs,
+            old,
+            None,
+            advantages,
+            mask,
+            *_value_batch(2, seed=2),
             **({"beta": 0.0} | PPO_COEFS | overrides),
         )
 
@@ -683,6 +715,15 @@ def test_ppo_loss_value_shape_mismatch_raises_with_shapes():
 
     with pytest.raises(ValueError, match=r"\(3, 1\)"):
         ppo_loss(
-            log_probs, old, None, advantages, mask, values, old_values, torch.zeros(3, 1),
-            value_mask, beta=0.0, **PPO_COEFS,
+            log_probs,
+            old,
+            None,
+            advantages,
+            mask,
+            values,
+            old_values,
+            torch.zeros(3, 1),
+            value_mask,
+            beta=0.0,
+            **PPO_COEFS,
         )

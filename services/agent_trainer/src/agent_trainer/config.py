@@ -59,7 +59,7 @@ class LoRAConfig:
     __pydantic_config__ = _FORBID_EXTRA
 
     r: int = 16
-    alpha: float = 32.0
+    alpha: int = 32
     dropout: float = 0.0
     target_modules: list[str] = field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"]
@@ -245,8 +245,7 @@ class PPOConfig(RLConfig):
             "gae_lambda": 0 <= self.gae_lambda <= 1,
             "vf_coef": self.vf_coef >= 0,
             "vf_clip": self.vf_clip is None or self.vf_clip >= 0,
-            "value_learning_rate": self.value_learning_rate is None
-            or self.value_learning_rate > 0,
+            "value_learning_rate": self.value_learning_rate is None or self.value_learning_rate > 0,
             "entropy_coef": self.entropy_coef >= 0,
         }
 

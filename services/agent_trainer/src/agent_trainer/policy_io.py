@@ -115,9 +115,9 @@ def load_policy_model(
     model, tokenizer = load_causal_lm(
         base["model"], device=device, dtype=dtype, seed=int(base.get("init_seed", 0))
     )
-    model = PeftModel.from_pretrained(model, str(path), is_trainable=True).to(device)
-    model.eval()
-    return model, tokenizer
+    adapted = PeftModel.from_pretrained(model, str(path), is_trainable=True).to(device)
+    adapted.eval()
+    return adapted, tokenizer
 
 
 def save_policy_model(

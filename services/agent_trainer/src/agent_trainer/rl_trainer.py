@@ -72,7 +72,9 @@ def old_log_probs(decisions: Sequence[Decision], mask: torch.Tensor) -> torch.Te
     return torch.where(mask, old, 0.0)
 
 
-def stack_rows(rows: Sequence[torch.Tensor], like: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def stack_rows(
+    rows: Sequence[torch.Tensor], like: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
     """Right-pad per-decision rows (each (≤Tc,)) into ``like``'s (N, Tc) shape; 0 off ``mask``."""
     out = torch.zeros_like(like)
     for row, values in enumerate(rows):
@@ -115,7 +117,9 @@ class RLTrainer:
         self.optimizer = torch.optim.AdamW(self._param_groups(), lr=config.learning_rate)
         # LoRA: the base with adapters switched off is the reference; no copy is kept.
         lora = is_lora_model(policy.model)
-        self.reference = copy.deepcopy(policy.model).eval() if config.beta > 0 and not lora else None
+        self.reference = (
+            copy.deepcopy(policy.model).eval() if config.beta > 0 and not lora else None
+        )
         self.generator = torch.Generator().manual_seed(config.seed)
         self.iteration = 0
         self.env_steps = 0
@@ -159,7 +163,9 @@ class RLTrainer:
     def sample_tasks(self) -> list[Task]:
         """B tasks for this iteration (seed tasks plus λ-capped curriculum variations)."""
         c = self.config
-        return self.task_source.sample(c.tasks_per_iteration, seed=c.seed * 100_003 + self.iteration)
+        return self.task_source.sample(
+            c.tasks_per_iteration, seed=c.seed * 100_003 + self.iteration
+        )
 
     def collect(self, tasks: list[Task]) -> list[Rollout]:
         """G multi-turn rollouts per task with the current policy (no gradient)."""
@@ -364,7 +370,11 @@ class RLTrainer:
         path = self.run_dir / "checkpoints" / f"iter-{self.iteration:05d}"
         c = self.config.policy
         save_policy_model(
-            self.policy.model, self.policy.tokenizer, path, base_model=c.model, init_seed=c.init_seed
+            self.policy.model,
+            self.policy.tokenizer,
+            path,
+            base_model=c.model,
+            init_seed=c.init_seed,
         )
         self._save_extra(path)
         torch.save(

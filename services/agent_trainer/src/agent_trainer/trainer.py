@@ -25,7 +25,7 @@ import torch
 
 from agent_trainer.config import GRPOConfig
 from agent_trainer.policy import Decision
-from agent_trainer.rl_trainer import RLTrainer, ReplaySink, TaskSource, old_log_probs, stack_rows
+from agent_trainer.rl_trainer import ReplaySink, RLTrainer, TaskSource, old_log_probs, stack_rows
 from agent_trainer.rollout import Rollout
 from dreamgym.rl.advantages import group_relative_advantages
 from dreamgym.rl.losses import grpo_loss
