@@ -31,7 +31,7 @@ from agent_trainer.rl_trainer import RLTrainer, old_log_probs, stack_rows
 from agent_trainer.rollout import Rollout
 from agent_trainer.value_head import ValueHead
 from dreamgym.rl.advantages import generalized_advantage_estimation, masked_whiten
-from dreamgym.rl.losses import ppo_loss
+from dreamgym.rl.ppo import ppo_loss
 
 __all__ = ["PPOBatch", "PPOTrainer", "bootstrap_decision", "turn_level_gae"]
 

@@ -302,19 +302,12 @@ class RLTrainer:
             or getattr(self.pool, "real", False)
         ):
             return 0
-        trajectories = [
-            t
+        version, env = self.policy_version, self.config.environment
+        converted = [
+            to_trajectory(r, environment=env, source="synthetic", policy_version=version)
             for r in rollouts
-            if (
-                t := to_trajectory(
-                    r,
-                    environment=self.config.environment,
-                    source="synthetic",
-                    policy_version=self.policy_version,
-                )
-            )
-            is not None
         ]
+        trajectories = [t for t in converted if t is not None]
         if trajectories:
             self.replay.push(trajectories)
         return len(trajectories)

@@ -17,8 +17,8 @@ from dreamgym.rl.losses import (
     clipped_value_loss,
     grpo_loss,
     kl_penalty,
-    ppo_loss,
 )
+from dreamgym.rl.ppo import ppo_loss
 
 __all__ = [
     "aggregate_loss",
