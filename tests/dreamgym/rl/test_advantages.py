@@ -544,3 +544,114 @@ def test_broadcast_to_tokens_copies_onto_mask_only():
 def test_broadcast_to_tokens_bad_shapes_raise(advantages, mask):
     with pytest.raises(ValueError, match=r"\("):
         broadcast_to_tokens(advantages, mask)
+
+
+# --- GAE: properties over multi-turn episodes (turn level) ------------------------------------
+
+
+@st.composite
+def turn_episodes(draw: st.DrawFn) -> dict[str, torch.Tensor]:
+    """Right-padded episodes of 1..S turns: each ends terminated or truncated (bootstrapped)."""
+    n = draw(st.integers(min_value=1, max_value=4))
+    s = draw(st.integers(min_value=1, max_value=6))
+    lengths = draw(st.lists(st.integers(1, s), min_size=n, max_size=n))
+    ends_terminal = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    grid = st.lists(grid_reward, min_size=n * s, max_size=n * s)
+    mask = torch.arange(s)[None, :] < torch.tensor(lengths)[:, None]
+    is_last = torch.arange(s)[None, :] == (torch.tensor(lengths) - 1)[:, None]
+    return {
+        "rewards": torch.tensor(draw(grid), dtype=torch.float64).reshape(n, s),
+        "values": torch.tensor(draw(grid), dtype=torch.float64).reshape(n, s),
+        "terminated": is_last & torch.tensor(ends_terminal)[:, None],
+        "last_value": torch.tensor(draw(st.lists(grid_reward, min_size=n, max_size=n))).double(),
+        "mask": mask,
+    }
+
+
+def _discounted_returns(episode: dict[str, torch.Tensor], gamma: float) -> torch.Tensor:
+    """R_t = Σ_{k≥t} γ^{k−t} r_k (+ γ^{L−t} V_last when truncated), one entry at a time."""
+    rewards, mask, terminated = episode["rewards"], episode["mask"], episode["terminated"]
+    out = torch.zeros_like(rewards)
+    for n in range(rewards.shape[0]):
+        length = int(mask[n].sum())
+        running = 0.0 if bool(terminated[n, length - 1]) else float(episode["last_value"][n])
+        for t in reversed(range(length)):
+            running = float(rewards[n, t]) + gamma * running
+            out[n, t] = running
+    return out
+
+
+@FAST
+@given(episode=turn_episodes())
+def test_gae_lambda_one_gamma_one_is_return_minus_value(episode):
+    advantages, returns = generalized_advantage_estimation(
+        episode["rewards"],
+        episode["values"],
+        episode["terminated"],
+        gamma=1.0,
+        gae_lambda=1.0,
+        last_value=episode["last_value"],
+        mask=episode["mask"],
+    )
+
+    expected = _discounted_returns(episode, gamma=1.0)
+    torch.testing.assert_close(returns, expected)
+    torch.testing.assert_close(
+        advantages, torch.where(episode["mask"], expected - episode["values"], 0.0)
+    )
+
+
+@FAST
+@given(episode=turn_episodes(), gamma=st.sampled_from([0.0, 0.5, 0.9, 1.0]))
+def test_gae_lambda_one_is_discounted_return_minus_value_for_any_gamma(episode, gamma):
+    advantages, _ = generalized_advantage_estimation(
+        episode["rewards"],
+        episode["values"],
+        episode["terminated"],
+        gamma=gamma,
+        gae_lambda=1.0,
+        last_value=episode["last_value"],
+        mask=episode["mask"],
+    )
+
+    expected = _discounted_returns(episode, gamma) - episode["values"]
+    torch.testing.assert_close(advantages, torch.where(episode["mask"], expected, 0.0))
+
+
+@FAST
+@given(episode=turn_episodes(), gamma=st.sampled_from([0.0, 0.5, 0.9, 1.0]))
+def test_gae_lambda_zero_is_td_error_per_turn(episode, gamma):
+    rewards, values, mask = episode["rewards"], episode["values"], episode["mask"]
+    is_last = mask & ~torch.cat([mask[:, 1:], torch.zeros_like(mask[:, :1])], dim=1)
+    next_values = torch.cat([values[:, 1:], torch.zeros_like(values[:, :1])], dim=1)
+    next_values = torch.where(is_last, episode["last_value"][:, None], next_values)
+    alive = (~episode["terminated"]).double()
+
+    advantages, returns = generalized_advantage_estimation(
+        rewards,
+        values,
+        episode["terminated"],
+        gamma=gamma,
+        gae_lambda=0.0,
+        last_value=episode["last_value"],
+        mask=mask,
+    )
+
+    td_error = rewards + gamma * alive * next_values - values
+    torch.testing.assert_close(advantages, torch.where(mask, td_error, 0.0))
+    torch.testing.assert_close(returns, torch.where(mask, td_error + values, 0.0))
+
+
+@FAST
+@given(episode=turn_episodes(), lam=st.sampled_from([0.0, 0.5, 0.95, 1.0]))
+def test_gae_value_of_a_terminated_episodes_last_value_is_never_read(episode, lam):
+    kwargs = {"gamma": 0.9, "gae_lambda": lam, "mask": episode["mask"]}
+    args = (episode["rewards"], episode["values"], episode["terminated"])
+
+    first, _ = generalized_advantage_estimation(*args, last_value=episode["last_value"], **kwargs)
+    other, _ = generalized_advantage_estimation(
+        *args, last_value=episode["last_value"] + 1000.0, **kwargs
+    )
+
+    ended = episode["terminated"].any(dim=1)
+    torch.testing.assert_close(first[ended], other[ended])

@@ -465,3 +465,66 @@ def test_grpo_loss_bad_sequence_advantages_raise_with_shapes():
 
     with pytest.raises(ValueError, match=r"\(3,\)"):
         grpo_loss(log_probs, old, ref, torch.zeros(3), mask, **EPS, beta=0.1)
+
+
+def test_clipped_value_loss_without_clip_range_is_half_mse():
+    values = torch.tensor([[1.5, 1.1]], requires_grad=True)
+    mask = torch.ones(1, 2, dtype=torch.bool)
+
+    loss, stats = clipped_value_loss(
+        values, torch.ones(1, 2), torch.tensor([[2.0, 2.0]]), mask, clip_range=None
+    )
+    loss.backward()
+
+    torch.testing.assert_close(loss, torch.tensor(0.5 * (0.25 + 0.81) / 2))
+    torch.testing.assert_close(values.grad, torch.tensor([[-0.5, -0.9]]) / 2)
+    assert stats["value_clip_fraction"].item() == 0.0
+
+
+@FAST
+@given(
+    seed=st.integers(0, 10_000),
+    clip_range=st.sampled_from([0.0, 0.1, 0.5, None]),
+    junk=st.sampled_from([1e4, math.inf, -math.inf, math.nan]),
+)
+def test_clipped_value_loss_masked_entries_change_neither_loss_nor_gradient(seed, clip_range, junk):
+    gen = torch.Generator().manual_seed(seed)
+    values = torch.randn(3, 4, generator=gen, dtype=torch.float64).requires_grad_(True)
+    old_values = values.detach() + 0.3 * torch.randn(3, 4, generator=gen, dtype=torch.float64)
+    returns = torch.randn(3, 4, generator=gen, dtype=torch.float64)
+    mask = torch.rand(3, 4, generator=gen) > 0.4
+    junk_values = values.detach().where(mask, junk).requires_grad_(True)
+
+    clean, _ = clipped_value_loss(values, old_values, returns, mask, clip_range=clip_range)
+    dirty, _ = clipped_value_loss(
+        junk_values,
+        old_values.where(mask, junk),
+        returns.where(mask, -junk),
+        mask,
+        clip_range=clip_range,
+    )
+    clean.backward()
+    dirty.backward()
+
+    torch.testing.assert_close(dirty, clean)
+    torch.testing.assert_close(junk_values.grad, values.grad)
+    assert torch.all(junk_values.grad[~mask] == 0)
+
+
+@FAST
+@given(seed=st.integers(0, 10_000), clip_range=st.floats(0.0, 2.0))
+def test_clipped_value_loss_matches_definition_entrywise(seed, clip_range):
+    gen = torch.Generator().manual_seed(seed)
+    values, old_values, returns = torch.randn(3, 2, 5, generator=gen, dtype=torch.float64)
+    mask = torch.ones(2, 5, dtype=torch.bool)
+
+    loss, stats = clipped_value_loss(values, old_values, returns, mask, clip_range=clip_range)
+
+    expected, clipped_count = 0.0, 0
+    for v, v_old, r in zip(values.flatten(), old_values.flatten(), returns.flatten(), strict=True):
+        v_clip = v_old + min(max(float(v - v_old), -clip_range), clip_range)
+        unclipped, clipped = float(v - r) ** 2, float(v_clip - r) ** 2
+        expected += 0.5 * max(unclipped, clipped) / 10
+        clipped_count += clipped > unclipped
+    assert loss.item() == pytest.approx(expected, rel=1e-9, abs=1e-12)
+    assert stats["value_clip_fraction"].item() == pytest.approx(clipped_count / 10)

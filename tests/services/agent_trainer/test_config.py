@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from agent_trainer.config import ConfigValueError, EvaluateConfig, GRPOConfig, PolicyConfig
+from agent_trainer.config import (
+    ConfigValueError,
+    EvaluateConfig,
+    GRPOConfig,
+    LoRAConfig,
+    PolicyConfig,
+    PPOConfig,
+)
 
 
 @pytest.mark.parametrize(
@@ -77,3 +84,51 @@ def test_config_error_names_its_field(cls, field, value):
         cls(**{field: value})
 
     assert info.value.fields == [field]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("gamma", 1.1),
+        ("gae_lambda", -0.5),
+        ("vf_coef", -1.0),
+        ("vf_clip", -0.1),
+        ("value_learning_rate", 0.0),
+        ("entropy_coef", -0.01),
+        ("learning_rate", 0.0),
+        ("group_size", 0),
+    ],
+)
+def test_ppo_config_out_of_range_value_raises_naming_the_field(field, value):
+    with pytest.raises(ConfigValueError, match=f"invalid PPO config values {{'{field}'") as info:
+        PPOConfig(**{field: value})
+
+    assert info.value.fields == [field]
+
+
+def test_ppo_config_allows_single_rollout_groups_and_unclipped_values():
+    config = PPOConfig(group_size=1, vf_clip=None, value_learning_rate=None)
+
+    assert config.to_dict()["vf_clip"] is None
+    assert "advantage_scale" not in config.to_dict()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("r", 0), ("alpha", 0), ("dropout", 1.0), ("target_modules", [])]
+)
+def test_lora_config_out_of_range_value_raises_naming_the_field(field, value):
+    with pytest.raises(ConfigValueError) as info:
+        LoRAConfig(**{field: value})
+
+    assert info.value.fields == [field]
+
+
+def test_policy_config_lora_serialises_with_the_run_config():
+    config = GRPOConfig(policy=PolicyConfig(lora=LoRAConfig(r=4, target_modules=["all-linear"])))
+
+    assert config.to_dict()["policy"]["lora"] == {
+        "r": 4,
+        "alpha": 32,
+        "dropout": 0.0,
+        "target_modules": ["all-linear"],
+    }

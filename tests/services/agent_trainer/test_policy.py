@@ -9,7 +9,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_trainer.policy import HistoryItem, build_agent_prompt
+from agent_trainer.policy import Decision, HistoryItem, build_agent_prompt
+from agent_trainer.value_head import ValueHead
 
 from .factories import ACTIONS, PREFIX_ACTIONS, action_probabilities, make_state, trie_decision
 
@@ -334,3 +335,53 @@ def test_act_free_decoding_log_probs_match_full_softmax_scoring(make_policy):
         torch.testing.assert_close(
             row[: len(d.completion_ids)], torch.tensor(d.sampled_log_probs), atol=1e-4, rtol=0
         )
+
+
+# -- evaluate: entropy and values for PPO ------------------------------------------------------
+
+
+def test_evaluate_entropy_is_brute_force_entropy_over_allowed_tokens(policy):
+    decisions = sampled_batch(policy, seed=5)
+
+    with torch.no_grad():
+        out = policy.evaluate(decisions, with_entropy=True)
+        for i, d in enumerate(decisions):
+            ids = torch.tensor([d.prompt_ids + d.completion_ids])
+            logits = policy.model(input_ids=ids).logits[0].float()  # (L, V)
+            for j, allowed in enumerate(d.allowed):
+                row = logits[len(d.prompt_ids) + j - 1][allowed]
+                p = torch.softmax(row, dim=-1)
+                expected = -(p * torch.log(p)).sum() if len(allowed) > 1 else torch.tensor(0.0)
+                torch.testing.assert_close(out.entropy[i, j], expected, atol=1e-5, rtol=0)
+    assert bool((out.entropy[out.action_mask] > 0).all())
+    assert torch.equal(out.entropy[~out.action_mask], torch.zeros(int((~out.action_mask).sum())))
+
+
+def test_evaluate_entropy_gradient_is_finite(make_policy):
+    policy = make_policy(seed=4)
+    decisions = sampled_batch(policy)
+
+    out = policy.evaluate(decisions, with_entropy=True)
+    out.entropy[out.action_mask].sum().backward()
+
+    assert all(
+        torch.isfinite(p.grad).all() for p in policy.model.parameters() if p.grad is not None
+    )
+
+
+def test_evaluate_value_reads_the_last_prompt_token_not_the_action(policy):
+    head = ValueHead.for_model(policy.model)
+    torch.nn.init.normal_(head.linear.weight, generator=gen(0))
+    state = make_state()
+    decisions = [trie_decision(policy, state, a) for a in ACTIONS]
+    prompt_only = Decision("", decisions[0].prompt_ids, [], [])
+
+    with torch.no_grad():
+        values = policy.evaluate([*decisions, prompt_only], value_head=head).values
+        hidden = policy.model.get_decoder()(
+            input_ids=torch.tensor([prompt_only.prompt_ids])
+        ).last_hidden_state[0, -1]
+
+    assert values.shape == (len(ACTIONS) + 1,)
+    torch.testing.assert_close(values, head(hidden[None]).expand(len(ACTIONS) + 1))
+    assert float(values.abs().max()) > 0

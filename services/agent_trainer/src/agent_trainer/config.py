@@ -7,9 +7,17 @@ README swaps the policy for a Qwen/Llama checkpoint. Paper symbols are in bracke
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-__all__ = ["ConfigValueError", "EvaluateConfig", "GRPOConfig", "PolicyConfig"]
+__all__ = [
+    "ConfigValueError",
+    "EvaluateConfig",
+    "GRPOConfig",
+    "LoRAConfig",
+    "PPOConfig",
+    "PolicyConfig",
+    "RLConfig",
+]
 
 # Validated from job configs with pydantic: an unknown key is an error, not silently ignored.
 _FORBID_EXTRA = {"extra": "forbid"}
@@ -21,6 +29,50 @@ class ConfigValueError(ValueError):
     def __init__(self, message: str, fields: list[str]) -> None:
         super().__init__(message)
         self.fields = list(fields)
+
+
+def _raise_bad(kind: str, checks: dict[str, bool], config: Any, hint: str = "") -> None:
+    """Raise one :class:`ConfigValueError` naming every failed check (in declaration order)."""
+    bad = [name for name, ok in checks.items() if not ok]
+    if bad:
+        values = {name: getattr(config, name) for name in bad}
+        raise ConfigValueError(f"invalid {kind} config values {values}{hint}", bad)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoRAConfig:
+    """Low-rank adapters (LoRA, Hu et al. 2021, arXiv 2106.09685) applied with ``peft``.
+
+    Only the adapter weights (and the PPO value head) train; the base weights stay frozen, and
+    with the adapters switched off the model *is* the reference policy, so no copy is kept.
+    Checkpoints hold the adapter (``adapter_config.json``, ``adapter_model.safetensors``) and
+    ``base_model.json`` naming the base model spec.
+
+    Attributes:
+        r: adapter rank (>= 1).
+        alpha: scaling numerator; the update is (alpha / r)·B·A.
+        dropout: dropout on the adapter input, in [0, 1).
+        target_modules: module names to adapt (``["q_proj", "v_proj"]``, …) or
+            ``["all-linear"]`` for every linear layer but the output head.
+    """
+
+    __pydantic_config__ = _FORBID_EXTRA
+
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.0
+    target_modules: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"]
+    )
+
+    def __post_init__(self) -> None:
+        checks = {
+            "r": self.r >= 1,
+            "alpha": self.alpha > 0,
+            "dropout": 0 <= self.dropout < 1,
+            "target_modules": len(self.target_modules) >= 1,
+        }
+        _raise_bad("LoRA", checks, self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,6 +88,8 @@ class PolicyConfig:
         history_length: earlier (observation, action) pairs in the prompt.
         decoding: ``"constrained"`` (choose among admissible actions token by token) or
             ``"free"`` (unconstrained text, for instruction-tuned models).
+        lora: train LoRA adapters instead of every weight (large policies); None = full
+            fine-tuning.
     """
 
     __pydantic_config__ = _FORBID_EXTRA
@@ -46,6 +100,7 @@ class PolicyConfig:
     dtype: str | None = None
     history_length: int = 2
     decoding: Literal["constrained", "free"] = "constrained"
+    lora: LoRAConfig | None = None
 
     def __post_init__(self) -> None:
         if self.history_length < 0:
@@ -55,7 +110,64 @@ class PolicyConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class GRPOConfig:
+class RLConfig:
+    """Fields every RL trainer shares (rollouts, clipped update, KL, DreamGym loop)."""
+
+    __pydantic_config__ = _FORBID_EXTRA
+    _KIND: ClassVar[str] = "RL"
+    _MIN_GROUP_SIZE: ClassVar[int] = 1
+    _HINT: ClassVar[str] = ""
+
+    environment: str = "twx-coin"
+    iterations: int = 20
+    tasks_per_iteration: int = 8
+    group_size: int = 8
+    max_steps: int = 10
+    temperature: float = 1.0
+    learning_rate: float = 1e-3
+    epochs_per_iteration: int = 2
+    minibatch_size: int = 128
+    epsilon_low: float = 0.2
+    epsilon_high: float = 0.2
+    beta: float = 0.01
+    kl_estimator: Literal["k1", "k2", "k3"] = "k3"
+    max_grad_norm: float = 1.0
+    curriculum_every: int = 5
+    curriculum_seed_tasks: int = 4
+    curriculum_variations: int = 2
+    push_synthetic: bool = True
+    checkpoint_every: int = 10
+    seed: int = 0
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+
+    def _checks(self) -> dict[str, bool]:
+        return {
+            "iterations": self.iterations >= 1,
+            "tasks_per_iteration": self.tasks_per_iteration >= 1,
+            "group_size": self.group_size >= self._MIN_GROUP_SIZE,
+            "max_steps": self.max_steps >= 1,
+            "temperature": self.temperature >= 0,
+            "learning_rate": self.learning_rate > 0,
+            "epochs_per_iteration": self.epochs_per_iteration >= 1,
+            "minibatch_size": self.minibatch_size >= 1,
+            "epsilon_low": 0 < self.epsilon_low < 1,
+            "epsilon_high": self.epsilon_high > 0,
+            "beta": self.beta >= 0,
+            "max_grad_norm": self.max_grad_norm > 0,
+            "curriculum_every": self.curriculum_every >= 0,
+            "checkpoint_every": self.checkpoint_every >= 1,
+        }
+
+    def __post_init__(self) -> None:
+        _raise_bad(self._KIND, self._checks(), self, self._HINT)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (saved with every run)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GRPOConfig(RLConfig):
     """GRPO in the imagined environment (paper §3.2, §4.2; GRPO arXiv 2402.03300).
 
     > Parameters that control rollouts
@@ -63,7 +175,7 @@ class GRPOConfig:
         environment: environment id of the tasks (e.g. ``"twx-coin"``).
         iterations: policy-update iterations.
         tasks_per_iteration: B, tasks sampled from ``/tasks`` per iteration.
-        group_size: G, rollouts per task [G in the GRPO advantage].
+        group_size: G, rollouts per task [G in the GRPO advantage]; >= 2.
         max_steps: step limit of an imagined episode.
         temperature: policy sampling temperature during training rollouts.
 
@@ -84,62 +196,58 @@ class GRPOConfig:
         push_synthetic: add the imagined trajectories to the replay store (co-evolving buffer).
         checkpoint_every: save the policy every N iterations (and at the end).
         seed: seed of task sampling, episode seeds and policy sampling.
+        policy: the policy model (and its optional LoRA adapters).
     """
 
-    __pydantic_config__ = _FORBID_EXTRA
+    _KIND: ClassVar[str] = "GRPO"
+    _MIN_GROUP_SIZE: ClassVar[int] = 2
+    _HINT: ClassVar[str] = " (group_size needs >= 2: a group-relative advantage needs a group)"
 
-    environment: str = "twx-coin"
-    iterations: int = 20
-    tasks_per_iteration: int = 8
-    group_size: int = 8
-    max_steps: int = 10
-    temperature: float = 1.0
-    learning_rate: float = 1e-3
-    epochs_per_iteration: int = 2
-    minibatch_size: int = 128
-    epsilon_low: float = 0.2
-    epsilon_high: float = 0.2
-    beta: float = 0.01
-    kl_estimator: Literal["k1", "k2", "k3"] = "k3"
     advantage_scale: Literal["group", "batch", "none"] = "group"
-    max_grad_norm: float = 1.0
-    curriculum_every: int = 5
-    curriculum_seed_tasks: int = 4
-    curriculum_variations: int = 2
-    push_synthetic: bool = True
-    checkpoint_every: int = 10
-    seed: int = 0
-    policy: PolicyConfig = field(default_factory=PolicyConfig)
 
-    def __post_init__(self) -> None:
-        checks = {
-            "iterations": self.iterations >= 1,
-            "tasks_per_iteration": self.tasks_per_iteration >= 1,
-            "group_size": self.group_size >= 2,
-            "max_steps": self.max_steps >= 1,
-            "temperature": self.temperature >= 0,
-            "learning_rate": self.learning_rate > 0,
-            "epochs_per_iteration": self.epochs_per_iteration >= 1,
-            "minibatch_size": self.minibatch_size >= 1,
-            "epsilon_low": 0 < self.epsilon_low < 1,
-            "epsilon_high": self.epsilon_high > 0,
-            "beta": self.beta >= 0,
-            "max_grad_norm": self.max_grad_norm > 0,
-            "curriculum_every": self.curriculum_every >= 0,
-            "checkpoint_every": self.checkpoint_every >= 1,
+
+@dataclass(frozen=True, kw_only=True)
+class PPOConfig(RLConfig):
+    """PPO with a learned value head and turn-level GAE (paper §3.2; PPO arXiv 1707.06347).
+
+    Shares every GRPO field except ``advantage_scale`` (see :class:`GRPOConfig`); ``group_size``
+    may be 1 here (rollouts per task still feed the curriculum's group statistics).
+
+    > Parameters that control the advantage
+    Attributes:
+        gamma: discount γ per environment step (turn), in [0, 1].
+        gae_lambda: GAE λ in [0, 1] (0: one-step TD, 1: Monte-Carlo return − V).
+        whiten_advantages: normalise the batch's advantages to mean 0, std 1 (cleanrl
+            ``norm_adv``).
+
+    > Parameters that control the critic
+        vf_coef: value-loss coefficient c_V.
+        vf_clip: clip range of the value update around the rollout-time value (PPO2), in
+            return units; None disables value clipping.
+        value_learning_rate: AdamW learning rate of the value head (None = ``learning_rate``).
+        entropy_coef: entropy-bonus coefficient c_H (0 disables it; entropy is then only
+            logged).
+    """
+
+    _KIND: ClassVar[str] = "PPO"
+
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    whiten_advantages: bool = True
+    vf_coef: float = 0.1
+    vf_clip: float | None = 0.2
+    value_learning_rate: float | None = None
+    entropy_coef: float = 0.0
+
+    def _checks(self) -> dict[str, bool]:
+        return super()._checks() | {
+            "gamma": 0 <= self.gamma <= 1,
+            "gae_lambda": 0 <= self.gae_lambda <= 1,
+            "vf_coef": self.vf_coef >= 0,
+            "vf_clip": self.vf_clip is None or self.vf_clip >= 0,
+            "value_learning_rate": self.value_learning_rate is None or self.value_learning_rate > 0,
+            "entropy_coef": self.entropy_coef >= 0,
         }
-        bad = [name for name, ok in checks.items() if not ok]
-        if bad:
-            values = {name: getattr(self, name) for name in bad}
-            raise ConfigValueError(
-                f"invalid GRPO config values {values} (group_size needs "
-                ">= 2: a group-relative advantage needs a group)",
-                bad,
-            )
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict (saved with every run)."""
-        return asdict(self)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -26,10 +26,9 @@ from typing import Any, Literal
 
 import torch
 
-from dreamgym.rl.logprobs import masked_log_probs
 from dreamgym.types import AbstractState
 
-__all__ = ["Decision", "HistoryItem", "LMPolicy", "build_agent_prompt"]
+__all__ = ["Decision", "HistoryItem", "LMPolicy", "PolicyEvaluation", "build_agent_prompt"]
 
 DecodingMode = Literal["constrained", "free"]
 
@@ -87,11 +86,29 @@ class Decision:
     allowed: list[list[int]] = field(default_factory=list)
 
 
+@dataclass
+class PolicyEvaluation:
+    """What one teacher-forced forward over N decisions gives the loss.
+
+    Attributes:
+        log_probs: (N, Tc) float32, log π_θ of each stored completion token (0 off the mask).
+        action_mask: (N, Tc) bool, True on the agent's own tokens that carry a choice.
+        entropy: (N, Tc) float32 entropy (nats) of π_θ over the allowed tokens, or None.
+        values: (N,) float32 V(s) from the value head, or None.
+    """
+
+    log_probs: torch.Tensor
+    action_mask: torch.Tensor
+    entropy: torch.Tensor | None = None
+    values: torch.Tensor | None = None
+
+
 class LMPolicy:
     """Sampling and log-prob evaluation for a causal-LM policy.
 
     Args:
-        model: a ``transformers`` causal LM with ``.model`` (decoder) and ``.lm_head``.
+        model: a ``transformers`` causal LM (or a ``peft`` model wrapping one) with a decoder
+            (``get_decoder()``) and output embeddings (``get_output_embeddings()``).
         tokenizer: its tokenizer (EOS required).
         history_length: history shown in prompts.
         decoding: ``"constrained"`` or ``"free"``.
@@ -309,18 +326,44 @@ class LMPolicy:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Log π_θ of every completion token, differentiable (teacher-forced on stored ids).
 
-        Constrained positions are scored against their allowed tokens only: with allowed ids
-        ``a_1..a_A`` and hidden state h, log π(a_k) = h·W[a_k] − logsumexp_j h·W[a_j], which
-        equals the masked log-softmax over the full vocabulary but costs A, not V, dot products.
-        Forced positions (one allowed token) are exactly 0 and skip the model. Free-decoding
-        positions use the full softmax.
-
         Args:
             decisions: N decisions.
 
         Returns:
-            ``(log_probs (N, Tc), action_mask (N, Tc) bool)``; the mask is True on completion
-            tokens that carry a choice (forced and padding positions hold 0 and are False).
+            ``(log_probs (N, Tc), action_mask (N, Tc) bool)``; see :meth:`evaluate`.
+        """
+        out = self.evaluate(decisions)
+        return out.log_probs, out.action_mask
+
+    def evaluate(
+        self,
+        decisions: Sequence[Decision],
+        *,
+        value_head: torch.nn.Module | None = None,
+        with_entropy: bool = False,
+    ) -> PolicyEvaluation:
+        """One teacher-forced forward on the stored ids: log-probs, optional entropy and values.
+
+        Constrained positions are scored against their allowed tokens only: with allowed ids
+        ``a_1..a_A`` and hidden state h, log π(a_k) = h·W[a_k] − logsumexp_j h·W[a_j], which
+        equals the masked log-softmax over the full vocabulary but costs A, not V, dot products.
+        Forced positions (one allowed token) are exactly 0, masked out, and skip the model when
+        nothing else needs it. Free-decoding positions use the full softmax.
+
+        The value V(s) of a decision is ``value_head`` applied to the last hidden state at its
+        **last prompt token** (the ``Action:`` token that predicts the first action token): it
+        sees the state and history but not the sampled action, so it is a state value V(s_t),
+        as GAE needs. A decision with no completion tokens gives the value of its prompt alone
+        (used to bootstrap truncated episodes).
+
+        Args:
+            decisions: N decisions (N >= 1).
+            value_head: maps (N, H) hidden states to (N,) values; None skips values.
+            with_entropy: also return the per-token entropy over the allowed tokens.
+
+        Returns:
+            A :class:`PolicyEvaluation`; the mask is True on completion tokens that carry a
+            choice (forced and padding positions hold 0 and are False).
         """
         n = len(decisions)
         t_max = max(len(d.completion_ids) for d in decisions)
@@ -332,19 +375,29 @@ class LMPolicy:
         ]
         out = torch.zeros((n, t_max), device=self.device)
         mask = torch.zeros((n, t_max), dtype=torch.bool, device=self.device)
-        if not slots:
-            return out, mask
+        entropy = torch.zeros((n, t_max), device=self.device) if with_entropy else None
+        if not slots and value_head is None:
+            return PolicyEvaluation(out, mask, entropy)
         hidden = self._hidden_states(decisions)  # (N, L, H)
+        values = None
+        if value_head is not None:
+            last_prompt = torch.tensor([len(d.prompt_ids) - 1 for d in decisions])
+            values = value_head(hidden[torch.arange(n), last_prompt.to(self.device)])  # (N,)
+        if not slots:
+            return PolicyEvaluation(out, mask, entropy, values)
         rows = torch.tensor([i for i, _ in slots], device=self.device)
         cols = torch.tensor(
             [len(decisions[i].prompt_ids) + j - 1 for i, j in slots], device=self.device
         )  # hidden state that predicts token j
-        h = hidden[rows, cols]  # (P, H)
-        flat = self._slot_log_probs(decisions, slots, h)  # (P,)
-        r, c = rows, torch.tensor([j for _, j in slots], device=self.device)
-        out = out.index_put((r, c), flat)
-        mask[r, c] = True
-        return out, mask
+        table, pick = self._slot_log_softmax(decisions, slots, hidden[rows, cols])  # (P, A), (P,)
+        c = torch.tensor([j for _, j in slots], device=self.device)
+        out = out.index_put((rows, c), table.gather(1, pick[:, None])[:, 0])
+        mask[rows, c] = True
+        if entropy is not None:
+            finite = torch.where(torch.isfinite(table), table, 0.0)  # no 0·(−inf) in the grad
+            p_logp = torch.where(torch.isfinite(table), finite.exp() * finite, 0.0)  # (P, A)
+            entropy = entropy.index_put((rows, c), -p_logp.sum(dim=1))
+        return PolicyEvaluation(out, mask, entropy, values)
 
     def _hidden_states(self, decisions: Sequence[Decision]) -> torch.Tensor:
         seqs = [d.prompt_ids + d.completion_ids for d in decisions]
@@ -354,19 +407,21 @@ class LMPolicy:
         for i, s in enumerate(seqs):  # right padding: positions match an unpadded forward
             ids[i, : len(s)] = torch.tensor(s)
             attn[i, : len(s)] = 1
-        return self.model.model(  # type: ignore[no-any-return]
+        return self.model.get_decoder()(  # type: ignore[no-any-return]
             input_ids=ids.to(self.device), attention_mask=attn.to(self.device)
         ).last_hidden_state
 
-    def _slot_log_probs(
+    def _slot_log_softmax(
         self, decisions: Sequence[Decision], slots: list[tuple[int, int]], h: torch.Tensor
-    ) -> torch.Tensor:
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(P, A) float32 log π over each slot's allowed tokens (−inf on padding), and (P,)
+        the column of the chosen token. Free decoding: A = V, the full vocabulary."""
         chosen = torch.tensor(
             [decisions[i].completion_ids[j] for i, j in slots], device=self.device
         )
         if self.decoding == "free":
-            logits = self.model.lm_head(h)  # (P, V)
-            return masked_log_probs(logits[:, None, :], chosen[:, None])[:, 0]
+            logits = self.model.get_output_embeddings()(h)  # (P, V)
+            return torch.log_softmax(logits.float(), dim=-1), chosen
         width = max(len(decisions[i].allowed[j]) for i, j in slots)
         allowed = torch.full((len(slots), width), -1, dtype=torch.long, device=self.device)
         for p, (i, j) in enumerate(slots):
@@ -379,4 +434,4 @@ class LMPolicy:
             z = z + bias[allowed.clamp(min=0)]
         z = z.float().masked_fill(allowed < 0, -torch.inf)
         pick = (allowed == chosen[:, None]).float().argmax(dim=1)  # index of the chosen token
-        return torch.log_softmax(z, dim=-1).gather(1, pick[:, None])[:, 0]
+        return torch.log_softmax(z, dim=-1), pick

@@ -144,6 +144,21 @@ def test_submit_grpo_unknown_hyperparameter_is_422_naming_it(client):
     assert_envelope(response, 422, "invalid_request", "config.grpo.grup_size")
 
 
+@pytest.mark.parametrize(
+    ("ppo", "param"),
+    [
+        ({"gae_lambda": 2.0}, "config.ppo.gae_lambda"),
+        ({"vf_clip": -1.0}, "config.ppo.vf_clip"),
+        ({"policy": {"lora": {"r": 0}}}, "config.ppo.policy.lora.r"),
+    ],
+)
+def test_submit_ppo_bad_hyperparameter_is_422_naming_the_field(client, ppo, param):
+    response = client.post("/v1/jobs", json={"kind": "ppo", "config": {"ppo": ppo}})
+
+    error = assert_envelope(response, 422, "invalid_request", param)
+    assert param.rsplit(".", 1)[-1] in error["message"]
+
+
 def test_submit_evaluate_zero_episodes_is_422_naming_the_field(client):
     response = client.post(
         "/v1/jobs", json={"kind": "evaluate", "config": {"evaluate": {"episodes": 0}}}

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from agent_trainer.config import GRPOConfig
-from agent_trainer.jobs.schemas import VALIDATORS, evaluate_config, grpo_config
+from agent_trainer.config import GRPOConfig, LoRAConfig, PolicyConfig, PPOConfig
+from agent_trainer.jobs.schemas import VALIDATORS, evaluate_config, grpo_config, ppo_config
 
 
 def error_locations(kind: str, config: dict) -> list[tuple]:
@@ -81,3 +81,34 @@ def test_evaluate_config_reads_the_evaluate_section():
 )
 def test_collect_and_fidelity_validators_locate_bad_fields(kind, config, loc):
     assert error_locations(kind, config) == [loc]
+
+
+@pytest.mark.parametrize(
+    ("ppo", "loc"),
+    [
+        ({"gamma": 1.5}, ("ppo", "gamma")),
+        ({"gae_lambda": -0.1}, ("ppo", "gae_lambda")),
+        ({"vf_clip": -0.2}, ("ppo", "vf_clip")),
+        ({"vf_coef": "half"}, ("ppo", "vf_coef")),
+        ({"advantage_scale": "group"}, ("ppo", "advantage_scale")),
+        ({"policy": {"lora": {"r": 0}}}, ("ppo", "policy", "lora", "r")),
+        ({"policy": {"lora": {"rank": 8}}}, ("ppo", "policy", "lora", "rank")),
+    ],
+)
+def test_ppo_validator_bad_config_is_located_at_the_field(ppo, loc):
+    assert error_locations("ppo", {"ppo": ppo}) == [loc]
+
+
+def test_ppo_validator_valid_config_reads_the_ppo_section_with_lora():
+    raw = {"ppo": {"group_size": 1, "vf_clip": None, "policy": {"lora": {"r": 8}}}}
+
+    config = ppo_config(VALIDATORS["ppo"](raw))
+
+    assert config == PPOConfig(
+        group_size=1, vf_clip=None, policy=PolicyConfig(lora=LoRAConfig(r=8))
+    )
+    assert config.policy.lora.target_modules == ["q_proj", "k_proj", "v_proj", "o_proj"]
+
+
+def test_ppo_validator_unknown_job_field_is_located_at_it():
+    assert error_locations("ppo", {"ppo": {}, "grpo": {}}) == [("grpo",)]

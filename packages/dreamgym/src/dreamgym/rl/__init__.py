@@ -18,6 +18,7 @@ from dreamgym.rl.losses import (
     grpo_loss,
     kl_penalty,
 )
+from dreamgym.rl.ppo import ppo_loss
 
 __all__ = [
     "aggregate_loss",
@@ -32,4 +33,5 @@ __all__ = [
     "kl_penalty",
     "masked_log_probs",
     "masked_whiten",
+    "ppo_loss",
 ]

@@ -216,19 +216,20 @@ def clipped_value_loss(
     returns: torch.Tensor,
     mask: torch.Tensor,
     *,
-    clip_range: float = 0.2,
+    clip_range: float | None = 0.2,
 ) -> tuple[torch.Tensor, Stats]:
-    """PPO value loss with the new prediction clipped around the old one.
+    """PPO value loss with the new prediction clipped around the old one (PPO2 style).
 
     V_clip = V_old + clip(V − V_old, −c, c)
     loss = token_mean( ½ · max((V − R)², (V_clip − R)²) )
+    With ``clip_range=None``: loss = token_mean( ½ · (V − R)² ).
 
     Args:
         values: (N, S) float, current value predictions V (carries the gradient).
         old_values: (N, S) float, predictions at rollout time V_old (detached).
         returns: (N, S) float, regression targets R (e.g. from GAE; detached).
         mask: (N, S) bool, True on real steps (or tokens).
-        clip_range: c >= 0, in the units of the returns.
+        clip_range: c >= 0, in the units of the returns; None disables clipping.
 
     Returns:
         ``(loss, stats)``: 0-d loss (0 for an empty mask); stats ``value_clip_fraction``
@@ -243,12 +244,17 @@ def clipped_value_loss(
         arXiv 2006.05990 (value clipping).
     """
     _check_same_shape(mask, values=values, old_values=old_values, returns=returns)
-    if clip_range < 0:
-        raise ValueError(f"clip_range must be >= 0, got {clip_range}")
-    old_values, returns = old_values.detach(), returns.detach()
-    clipped = old_values + (values - old_values).clamp(-clip_range, clip_range)
+    if clip_range is not None and clip_range < 0:
+        raise ValueError(f"clip_range must be >= 0 or None, got {clip_range}")
+    values = torch.where(mask, values, 0.0)  # masked ±inf/NaN cannot leak into the gradient
+    old_values = torch.where(mask, old_values.detach(), 0.0)
+    returns = torch.where(mask, returns.detach(), 0.0)
     unclipped_error = (values - returns).square()  # (N, S)
-    clipped_error = (clipped - returns).square()  # (N, S)
+    if clip_range is None:
+        clipped_error = unclipped_error
+    else:
+        clipped = old_values + (values - old_values).clamp(-clip_range, clip_range)
+        clipped_error = (clipped - returns).square()  # (N, S)
     loss = 0.5 * _masked_mean(torch.maximum(unclipped_error, clipped_error), mask)
     stats = {
         "value_clip_fraction": _masked_mean(

@@ -7,8 +7,8 @@ from typing import Any
 from agent_trainer.evaluation import UniformRandomPolicy, evaluate_policy
 from agent_trainer.jobs.schemas import evaluate_config
 from agent_trainer.policy import LMPolicy
+from agent_trainer.policy_io import load_policy_model
 from dreamgym.jobs import JobContext
-from dreamgym.llm.models import load_causal_lm
 
 __all__ = ["run"]
 
@@ -19,7 +19,7 @@ def run(config: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     if cfg.policy == "random":
         policy: LMPolicy | UniformRandomPolicy = UniformRandomPolicy(cfg.seed)
     else:
-        model, tokenizer = load_causal_lm(cfg.policy)
+        model, tokenizer = load_policy_model(cfg.policy)  # full or LoRA checkpoint
         policy = LMPolicy(model, tokenizer, history_length=cfg.history_length)
     ctx.report(0.05, f"evaluating {cfg.policy} on {cfg.episodes} held-out games")
     result = evaluate_policy(

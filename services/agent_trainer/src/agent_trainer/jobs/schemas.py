@@ -6,10 +6,20 @@ from typing import Any
 
 from pydantic import Field, TypeAdapter, ValidationError
 
-from agent_trainer.config import EvaluateConfig, GRPOConfig
+from agent_trainer.config import EvaluateConfig, GRPOConfig, PPOConfig
 from dreamgym.types import WireModel
 
-__all__ = ["CollectJobConfig", "FidelityJobConfig", "ServiceURLs", "VALIDATORS"]
+__all__ = [
+    "CollectJobConfig",
+    "FidelityJobConfig",
+    "GRPOJobConfig",
+    "PPOJobConfig",
+    "ServiceURLs",
+    "VALIDATORS",
+    "evaluate_config",
+    "grpo_config",
+    "ppo_config",
+]
 
 
 class ServiceURLs(WireModel):
@@ -61,6 +71,14 @@ class GRPOJobConfig(WireModel):
     services: ServiceURLs = Field(default_factory=ServiceURLs)
 
 
+class PPOJobConfig(WireModel):
+    """A PPO job: the hyperparameters (:class:`~agent_trainer.config.PPOConfig`) and services."""
+
+    ppo: dict[str, Any] = Field(default_factory=dict)
+    resume: bool = True
+    services: ServiceURLs = Field(default_factory=ServiceURLs)
+
+
 class EvaluateJobConfig(WireModel):
     """An evaluation job."""
 
@@ -68,6 +86,7 @@ class EvaluateJobConfig(WireModel):
 
 
 _GRPO = TypeAdapter(GRPOConfig)
+_PPO = TypeAdapter(PPOConfig)
 _EVAL = TypeAdapter(EvaluateConfig)
 
 
@@ -94,6 +113,12 @@ def _grpo(config: dict[str, Any]) -> dict[str, Any]:
     return job.model_dump()
 
 
+def _ppo(config: dict[str, Any]) -> dict[str, Any]:
+    job = PPOJobConfig.model_validate(config)
+    _validate_section(_PPO, "ppo", job.ppo)  # raises a ValidationError naming the field
+    return job.model_dump()
+
+
 def _evaluate(config: dict[str, Any]) -> dict[str, Any]:
     job = EvaluateJobConfig.model_validate(config)
     _validate_section(_EVAL, "evaluate", job.evaluate)
@@ -104,6 +129,7 @@ VALIDATORS = {
     "collect": lambda c: CollectJobConfig.model_validate(c).model_dump(),
     "fidelity": lambda c: FidelityJobConfig.model_validate(c).model_dump(),
     "grpo": _grpo,
+    "ppo": _ppo,
     "evaluate": _evaluate,
 }
 
@@ -111,6 +137,11 @@ VALIDATORS = {
 def grpo_config(config: dict[str, Any]) -> GRPOConfig:
     """The validated :class:`GRPOConfig` of a job config."""
     return _GRPO.validate_python(config.get("grpo", {}))
+
+
+def ppo_config(config: dict[str, Any]) -> PPOConfig:
+    """The validated :class:`PPOConfig` of a job config."""
+    return _PPO.validate_python(config.get("ppo", {}))
 
 
 def evaluate_config(config: dict[str, Any]) -> EvaluateConfig:

@@ -19,7 +19,7 @@ _ERRORS = {code: {"model": ErrorResponse} for code in (404, 409, 422, 503)}
 class JobSubmitRequest(WireModel):
     """Body of ``POST /v1/jobs``: the job kind and its configuration."""
 
-    kind: Literal["collect", "fidelity", "grpo", "evaluate"]
+    kind: Literal["collect", "fidelity", "grpo", "ppo", "evaluate"]
     config: dict[str, Any] = Field(default_factory=dict)
 
 
