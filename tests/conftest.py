@@ -2,7 +2,9 @@
 
 The server is started once per test session from the ``pgserver`` wheel's binaries on a free
 loopback port (see :mod:`dreamgym.stack.postgres`); each test module that needs a database
-creates its own with :func:`fresh_database`.
+creates its own with :func:`fresh_database`. The key registry of teams and API keys
+(:mod:`dreamgym.auth`) is one database per session (:func:`auth_database_url`); tests give their
+teams unique names (:func:`make_team`).
 """
 
 from __future__ import annotations
@@ -82,3 +84,40 @@ def fresh_database(postgres: object) -> Iterator[Callable[..., str]]:
     yield make
     for name in created:
         postgres.drop_database(name)  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+def auth_database_url(postgres: object) -> Iterator[str]:
+    """URL of the session's key-registry database (tables created)."""
+    from dreamgym.auth.registry import KeyRegistry
+
+    name = f"auth_{uuid.uuid4().hex[:12]}"
+    postgres.create_database(name)  # type: ignore[attr-defined]
+    url: str = postgres.url(name)  # type: ignore[attr-defined]
+    registry = KeyRegistry.from_url(url, pool_size=1)
+    registry.create_schema()
+    registry.close()
+    yield url
+    postgres.drop_database(name)  # type: ignore[attr-defined]
+
+
+@pytest.fixture()
+def key_registry(auth_database_url: str) -> Iterator[object]:
+    """A :class:`~dreamgym.auth.registry.KeyRegistry` on the session's registry database."""
+    from dreamgym.auth.registry import KeyRegistry
+
+    registry = KeyRegistry.from_url(auth_database_url, pool_size=2)
+    yield registry
+    registry.close()
+
+
+@pytest.fixture()
+def make_team(key_registry: object) -> Callable[[str], tuple[str, str]]:
+    """Factory: ``make_team("lab")`` → ``(team, key)``: a new uniquely named team and a key."""
+
+    def make(prefix: str = "team") -> tuple[str, str]:
+        team = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        key_registry.create_team(team)  # type: ignore[attr-defined]
+        return team, key_registry.create_key(team).key  # type: ignore[attr-defined]
+
+    return make

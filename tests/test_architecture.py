@@ -21,6 +21,7 @@ FRAMEWORK_FREE = (
     "prompts",
     "envs",
     "collect.py",
+    "auth/keys.py",
 )
 FRAMEWORKS = ("fastapi", "starlette", "sqlalchemy", "celery", "redis", "uvicorn", "vllm")
 

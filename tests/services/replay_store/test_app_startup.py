@@ -7,8 +7,18 @@ from fastapi.testclient import TestClient
 from pydantic import ValidationError
 from sqlalchemy import create_engine, text
 
+from replay_store.adapters.migrate import MIGRATIONS_DIR
 from replay_store.main import create_app
 from replay_store.settings import Settings
+
+
+def _head_revision() -> str:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return str(ScriptDirectory.from_config(config).get_current_head())
 
 
 def test_settings_minilm_with_other_dim_is_rejected():
@@ -45,6 +55,6 @@ def test_create_app_migrates_empty_database_once_and_rejects_other_width(fresh_d
         indexes = conn.execute(
             text("SELECT indexdef FROM pg_indexes WHERE tablename = 'transitions'")
         ).scalars()
-        assert version == "0001"
+        assert version == _head_revision()
         assert any("hnsw" in d and "vector_cosine_ops" in d for d in indexes)
     engine.dispose()

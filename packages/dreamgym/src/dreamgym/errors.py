@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 __all__ = [
+    "AuthenticationError",
     "BackendUnavailableError",
     "CapacityError",
     "ConflictError",
@@ -25,6 +26,7 @@ __all__ = [
     "InvalidRequestError",
     "MalformedTransitionError",
     "NotFoundError",
+    "QuotaExceededError",
     "StepTimeoutError",
     "error_class_for",
 ]
@@ -80,6 +82,16 @@ class InvalidRequestError(DreamGymError):
 
     status_code = 422
     error_type = "invalid_request"
+
+
+class AuthenticationError(DreamGymError):
+    """The request carries no API key, or one that is unknown or revoked (401).
+
+    The message never says which of the three it was, so a caller cannot probe for key ids.
+    """
+
+    status_code = 401
+    error_type = "unauthenticated"
 
 
 class NotFoundError(DreamGymError):
@@ -149,6 +161,16 @@ class CapacityError(DreamGymError):
     error_type = "capacity_reached"
 
 
+class QuotaExceededError(CapacityError):
+    """A team's quota (stored trajectories, tasks, live episodes, queued jobs) is used up (429).
+
+    ``retry_after_s`` says when to try again; stored data only frees up when the team deletes it
+    or retention evicts it, so for storage quotas the hint is a back-off, not a promise.
+    """
+
+    error_type = "quota_exceeded"
+
+
 class BackendUnavailableError(DreamGymError):
     """A dependency (model, database, another service) is not available (503)."""
 
@@ -166,10 +188,12 @@ class StepTimeoutError(DreamGymError):
 _BY_TYPE: dict[str, type[DreamGymError]] = {
     cls.error_type: cls
     for cls in (
+        AuthenticationError,
         InvalidRequestError,
         NotFoundError,
         ConflictError,
         CapacityError,
+        QuotaExceededError,
         BackendUnavailableError,
         StepTimeoutError,
     )
@@ -189,6 +213,7 @@ def error_class_for(error_type: str, status_code: int) -> type[DreamGymError]:
     if error_type in _BY_TYPE:
         return _BY_TYPE[error_type]
     by_status: dict[int, type[DreamGymError]] = {
+        401: AuthenticationError,
         404: NotFoundError,
         409: ConflictError,
         422: InvalidRequestError,

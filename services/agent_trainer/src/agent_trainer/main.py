@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from pydantic import ValidationError
 
 from agent_trainer import __version__
@@ -21,6 +21,7 @@ from agent_trainer.settings import Settings, get_settings
 from dreamgym.errors import InvalidRequestError
 from dreamgym.jobs import LocalJobRunner
 from dreamgym.server import configure_logging, health_router, install_error_handlers
+from dreamgym.server.auth import require_team, team_auth
 from dreamgym.server.errors import validation_message
 
 __all__ = ["create_app"]
@@ -68,7 +69,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.runner = runner
         app.state.with_service_urls = with_service_urls
         try:
-            yield
+            async with team_auth(app, settings):
+                yield
         finally:
             runner.shutdown()
 
@@ -85,5 +87,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return None if getattr(request.app.state, "runner", None) else "job runner not started"
 
     app.include_router(health_router(SERVICE_NAME, __version__, {"runner": _runner_up}))
-    app.include_router(jobs.router)
+    # every /v1 route needs a team's API key when AGENT_TRAINER_AUTH_ENABLED (401 otherwise)
+    app.include_router(jobs.router, dependencies=[Depends(require_team)])
     return app

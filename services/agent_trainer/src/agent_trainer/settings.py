@@ -6,13 +6,15 @@ from functools import lru_cache
 from pathlib import Path
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from dreamgym.server.auth import AuthSettings
 
 __all__ = ["Settings", "get_settings"]
 
 
-class Settings(BaseSettings):
-    """Agent trainer settings.
+class Settings(AuthSettings):
+    """Agent trainer settings (``auth_*`` from :class:`~dreamgym.server.auth.AuthSettings`).
 
     Attributes:
         data_dir: job records, checkpoints and metrics live under ``<data_dir>/jobs``.

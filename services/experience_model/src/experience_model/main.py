@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
@@ -24,6 +24,7 @@ from dreamgym.errors import DreamGymError
 from dreamgym.experience_types import ModelInfo
 from dreamgym.llm.base import LLMBackend
 from dreamgym.server import configure_logging, health_router, install_error_handlers
+from dreamgym.server.auth import require_team, team_auth
 from experience_model import __version__
 from experience_model.adapters.backends import build_backend
 from experience_model.api.routes import episodes, model, training, transitions
@@ -180,7 +181,8 @@ def create_app(
         app.state.training_runner = _training_runner(settings)
         reaper = asyncio.create_task(_reap_forever(runtime, min(30.0, settings.episode_ttl_s / 4)))
         try:
-            yield
+            async with team_auth(app, settings):
+                yield
         finally:
             reaper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -209,9 +211,8 @@ def create_app(
 
     checks = {"model": _loaded, "episode_store": _store_ready}
     app.include_router(health_router(SERVICE_NAME, __version__, checks))
-    app.include_router(episodes.router)
-    app.include_router(transitions.router)
-    app.include_router(model.router)
-    app.include_router(training.router)
+    # every /v1 route needs a team's API key when EXPERIENCE_MODEL_AUTH_ENABLED (401 otherwise)
+    for router in (episodes.router, transitions.router, model.router, training.router):
+        app.include_router(router, dependencies=[Depends(require_team)])
     openenv_routes.mount(app)
     return app

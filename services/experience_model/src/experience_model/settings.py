@@ -7,13 +7,15 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from dreamgym.server.auth import AuthSettings
 
 __all__ = ["Settings", "get_settings"]
 
 
-class Settings(BaseSettings):
-    """Experience model settings.
+class Settings(AuthSettings):
+    """Experience model settings (``auth_*`` from :class:`~dreamgym.server.auth.AuthSettings`).
 
     Attributes:
         backend: ``"transformers"`` (in-process model), ``"openai"`` (OpenAI-compatible server

@@ -5,10 +5,13 @@
 1. configures logging;
 2. creates the SQLAlchemy engine and runs Alembic ``upgrade head`` (in a worker thread);
 3. loads the embedder (MiniLM or hash) and checks its width against the database column;
-4. puts the :class:`~replay_store.domain.service.ReplayService` on ``app.state.replay``.
+4. puts the :class:`~replay_store.domain.service.ReplayService` on ``app.state.replay``;
+5. opens the key registry when ``REPLAY_STORE_AUTH_ENABLED`` (:mod:`dreamgym.server.auth`).
 
 Routes: ``/v1/trajectories``, ``/v1/retrieve``, ``/v1/transitions``, ``/v1/transitions:sample``,
-``/v1/stats``, plus ``/healthz`` and ``/readyz`` (database reachable and embedder loaded).
+``/v1/stats`` — all scoped to the caller's team (API key; 401 without a valid one when
+authentication is enabled) — plus ``/healthz`` and ``/readyz`` (database reachable, embedder
+loaded, key registry reachable), which need no key.
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from sqlalchemy import create_engine
 from starlette.concurrency import run_in_threadpool
 
 from dreamgym.server import configure_logging, health_router, install_error_handlers
+from dreamgym.server.auth import auth_readiness, require_team, team_auth
 from replay_store import __version__
 from replay_store.adapters.embeddings import build_embedder
 from replay_store.adapters.migrate import upgrade_database
@@ -79,6 +83,8 @@ def _build_service(settings: Settings) -> tuple[ReplayService, PostgresReplayRep
         embedder,
         max_k=settings.max_k,
         max_batch_trajectories=settings.max_batch_trajectories,
+        max_trajectories_per_team=settings.max_trajectories_per_team,
+        quota_retry_after_s=settings.quota_retry_after_s,
     )
     return service, repository
 
@@ -96,7 +102,8 @@ def _lifespan(settings: Settings) -> Callable[[FastAPI], AbstractAsyncContextMan
             extra={"embedding_model": settings.embedding_model, "dim": service.embedder.dim},
         )
         try:
-            yield
+            async with team_auth(app, settings):
+                yield
         finally:
             repository.engine.dispose()
 
@@ -135,11 +142,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=_lifespan(settings),
     )
     install_error_handlers(app)
-    app.include_router(
-        health_router(
-            SERVICE_NAME, __version__, {"database": _database_ready, "embedder": _embedder_ready}
-        )
-    )
+    checks = {"database": _database_ready, "embedder": _embedder_ready, "auth": auth_readiness}
+    app.include_router(health_router(SERVICE_NAME, __version__, checks))
     for module in (trajectories, retrieval, transitions, stats):
-        app.include_router(module.router, prefix="/v1")
+        app.include_router(module.router, prefix="/v1", dependencies=[Depends(require_team)])
     return app

@@ -6,15 +6,18 @@ from functools import lru_cache
 from typing import Literal
 
 from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from dreamgym.server.auth import AuthSettings
 
 __all__ = ["MINILM_DIM", "Settings", "get_settings"]
 
 MINILM_DIM = 384
 
 
-class Settings(BaseSettings):
-    """Replay store settings.
+class Settings(AuthSettings):
+    """Replay store settings (plus ``auth_enabled``, ``auth_database_url`` and
+    ``auth_cache_ttl_s`` from :class:`~dreamgym.server.auth.AuthSettings`).
 
     Attributes:
         database_url: SQLAlchemy URL of the PostgreSQL database (pgvector must be installable).
@@ -31,6 +34,9 @@ class Settings(BaseSettings):
         hnsw_ef_search: HNSW candidate list size for unfiltered retrieval (pgvector
             ``hnsw.ef_search``, 1..1000); raised to ``k`` when smaller.
         db_pool_size: SQLAlchemy connection pool size.
+        max_trajectories_per_team: most trajectories one team may store; an ingest that would
+            exceed it is a 429 (unset: unlimited).
+        quota_retry_after_s: ``Retry-After`` (seconds) of that 429.
     """
 
     model_config = SettingsConfigDict(env_prefix="REPLAY_STORE_", env_file=".env", extra="ignore")
@@ -53,6 +59,10 @@ class Settings(BaseSettings):
     # -- request limits -----------------------------------------------------------------------
     max_k: int = Field(default=50, ge=1, le=1000)
     max_batch_trajectories: int = Field(default=1000, ge=1, le=100_000)
+
+    # -- per-team quotas ----------------------------------------------------------------------
+    max_trajectories_per_team: int | None = Field(default=None, ge=1)
+    quota_retry_after_s: float = Field(default=60.0, gt=0.0, le=86_400.0)
 
     @model_validator(mode="after")
     def _check_embedding_dim(self) -> Settings:

@@ -6,11 +6,13 @@
 2. creates the SQLAlchemy engine and runs Alembic ``upgrade head`` (in a worker thread);
 3. builds the LLM backend from the settings, unless one was injected (tests);
 4. puts the :class:`~task_generator.domain.curriculum.Curriculum` and
-   :class:`~task_generator.domain.generation.TaskGenerator` on ``app.state``.
+   :class:`~task_generator.domain.generation.TaskGenerator` on ``app.state``;
+5. opens the key registry when ``TASK_GENERATOR_AUTH_ENABLED`` (:mod:`dreamgym.server.auth`).
 
 Routes: ``/v1/tasks``, ``/v1/tasks:sample``, ``/v1/tasks/{task_id}``,
-``/v1/tasks/{task_id}/outcomes``, ``/v1/curriculum/scores``, ``/v1/curriculum:generate``, plus
-``/healthz`` and ``/readyz`` (database reachable).
+``/v1/tasks/{task_id}/outcomes``, ``/v1/curriculum/scores``, ``/v1/curriculum:generate`` — all
+scoped to the caller's team (API key; 401 without a valid one when authentication is enabled) —
+plus ``/healthz`` and ``/readyz`` (database and key registry reachable), which need no key.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from starlette.concurrency import run_in_threadpool
 
 from dreamgym.llm.base import LLMBackend
 from dreamgym.server import configure_logging, health_router, install_error_handlers
+from dreamgym.server.auth import auth_readiness, require_team, team_auth
 from task_generator import __version__
 from task_generator.adapters.llm import build_llm_backend
 from task_generator.adapters.migrate import upgrade_database
@@ -31,6 +34,7 @@ from task_generator.adapters.postgres import PostgresTaskRepository, make_engine
 from task_generator.api.routes import curriculum, tasks
 from task_generator.domain.curriculum import Curriculum, CurriculumConfig
 from task_generator.domain.generation import GenerationConfig, TaskGenerator
+from task_generator.domain.quota import TaskQuota
 from task_generator.settings import Settings, get_settings
 
 __all__ = ["SERVICE_NAME", "create_app"]
@@ -77,8 +81,12 @@ def _build_services(
         engine.dispose()
         raise
     repository = PostgresTaskRepository(engine)
-    curriculum_ = Curriculum(repository, _curriculum_config(settings))
-    generator = TaskGenerator(repository, backend, _generation_config(settings))
+    quota = TaskQuota(
+        max_tasks_per_team=settings.max_tasks_per_team,
+        retry_after_s=settings.quota_retry_after_s,
+    )
+    curriculum_ = Curriculum(repository, _curriculum_config(settings), quota)
+    generator = TaskGenerator(repository, backend, _generation_config(settings), quota)
     return repository, curriculum_, generator
 
 
@@ -97,7 +105,8 @@ def _lifespan(
         backend_name = generator.backend.name if generator.backend is not None else "none"
         logger.info("task generator ready", extra={"llm_backend": backend_name})
         try:
-            yield
+            async with team_auth(app, settings):
+                yield
         finally:
             repository.engine.dispose()
 
@@ -133,7 +142,8 @@ def create_app(settings: Settings | None = None, llm_backend: LLMBackend | None 
         lifespan=_lifespan(settings, llm_backend),
     )
     install_error_handlers(app)
-    app.include_router(health_router(SERVICE_NAME, __version__, {"database": _database_ready}))
+    checks = {"database": _database_ready, "auth": auth_readiness}
+    app.include_router(health_router(SERVICE_NAME, __version__, checks))
     for module in (tasks, curriculum):
-        app.include_router(module.router, prefix="/v1")
+        app.include_router(module.router, prefix="/v1", dependencies=[Depends(require_team)])
     return app

@@ -45,6 +45,6 @@ __all__ = [
 ]
 
 ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
-    code: {"model": ErrorResponse} for code in (404, 409, 422, 502, 503)
+    code: {"model": ErrorResponse} for code in (401, 404, 409, 422, 429, 502, 503)
 }
 """OpenAPI ``responses=`` entry declaring the error envelope on every route."""

@@ -12,13 +12,16 @@ from functools import lru_cache
 from typing import Literal
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from dreamgym.server.auth import AuthSettings
 
 __all__ = ["Settings", "get_settings"]
 
 
-class Settings(BaseSettings):
-    """Task generator settings.
+class Settings(AuthSettings):
+    """Task generator settings (plus ``auth_enabled``, ``auth_database_url`` and
+    ``auth_cache_ttl_s`` from :class:`~dreamgym.server.auth.AuthSettings`).
 
     Attributes:
         database_url: SQLAlchemy URL of the PostgreSQL database.
@@ -46,6 +49,9 @@ class Settings(BaseSettings):
         generation_max_new_tokens: token budget per task-variation completion.
         generation_temperature: default sampling temperature (a request may override it).
         generation_top_p: nucleus sampling mass.
+        max_tasks_per_team: most tasks (seed and generated) one team may store; registering or
+            generating more is a 429 (unset: unlimited).
+        quota_retry_after_s: ``Retry-After`` (seconds) of that 429.
     """
 
     model_config = SettingsConfigDict(env_prefix="TASK_GENERATOR_", env_file=".env", extra="ignore")
@@ -77,6 +83,10 @@ class Settings(BaseSettings):
     generation_max_new_tokens: int = Field(default=256, ge=1, le=8192)
     generation_temperature: float = Field(default=1.0, ge=0.0, le=5.0)
     generation_top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+
+    # -- per-team quotas ------------------------------------------------------------------------
+    max_tasks_per_team: int | None = Field(default=None, ge=1)
+    quota_retry_after_s: float = Field(default=60.0, gt=0.0, le=86_400.0)
 
 
 @lru_cache(maxsize=1)

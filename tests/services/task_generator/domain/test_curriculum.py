@@ -22,7 +22,7 @@ from task_generator.domain.errors import NoTasksAvailableError, TaskNotFoundErro
 from task_generator.domain.ports import TaskOutcomes
 
 from ..factories import make_task
-from .memory_repository import InMemoryTaskRepository
+from .memory_repository import TEAM, InMemoryTaskRepository
 
 
 def outcomes(task_id: str, *groups: list[float]) -> TaskOutcomes:
@@ -123,15 +123,15 @@ def test_check_registration_same_id_same_content_is_allowed():
 def test_record_outcome_returns_variance_and_group_count():
     curriculum = curriculum_with([make_task(1)])
 
-    curriculum.record_outcome("twx-coin/train/1", [1.0, 1.0], None)
-    result = curriculum.record_outcome("twx-coin/train/1", [1.0, 0.0, 1.0, 0.0], "v1")
+    curriculum.record_outcome("twx-coin/train/1", [1.0, 1.0], None, team=TEAM)
+    result = curriculum.record_outcome("twx-coin/train/1", [1.0, 0.0, 1.0, 0.0], "v1", team=TEAM)
 
     assert (result.score, result.num_groups) == (0.25, 2)
 
 
 def test_record_outcome_unknown_task_raises_not_found():
     with pytest.raises(TaskNotFoundError) as info:
-        curriculum_with([]).record_outcome("nope", [1.0], None)
+        curriculum_with([]).record_outcome("nope", [1.0], None, team=TEAM)
 
     assert info.value.param == "task_id"
 
@@ -139,7 +139,7 @@ def test_record_outcome_unknown_task_raises_not_found():
 def test_record_outcome_window_two_averages_last_two_groups():
     curriculum = curriculum_with([make_task(1)], score_window=2)
     for group in ([1.0, 0.0], [1.0, 1.0], [0.0, 1.0]):
-        result = curriculum.record_outcome("twx-coin/train/1", group, None)
+        result = curriculum.record_outcome("twx-coin/train/1", group, None, team=TEAM)
 
     assert result.score == pytest.approx(0.125)
     assert result.num_groups == 3
@@ -148,9 +148,9 @@ def test_record_outcome_window_two_averages_last_two_groups():
 def test_ranking_orders_by_score_then_id_and_counts_before_limit():
     curriculum = curriculum_with([make_task(i) for i in range(4)])
     for i, group in enumerate(([1, 1], [1, 0], [1, 0, 0, 0], [0, 1])):
-        curriculum.record_outcome(f"twx-coin/train/{i}", group, None)
+        curriculum.record_outcome(f"twx-coin/train/{i}", group, None, team=TEAM)
 
-    ranking = curriculum.ranking(limit=3)
+    ranking = curriculum.ranking(team=TEAM, limit=3)
 
     assert [r.task_id for r in ranking.data] == [
         "twx-coin/train/1",
@@ -168,7 +168,7 @@ def test_sample_train_generated_share_never_exceeds_lambda(lam, batch_size, cap)
     curriculum = curriculum_with(mixed_pool(), max_generated_fraction=lam)
 
     for seed in range(20):
-        batch = curriculum.sample(TaskSampleRequest(batch_size=batch_size, seed=seed))
+        batch = curriculum.sample(TaskSampleRequest(batch_size=batch_size, seed=seed), team=TEAM)
 
         assert len(batch.tasks) == batch_size
         assert batch.num_generated == sum(t.origin == "generated" for t in batch.tasks)
@@ -179,21 +179,21 @@ def test_sample_train_same_seed_same_batch():
     curriculum = curriculum_with(mixed_pool())
     request = TaskSampleRequest(batch_size=8, seed=3)
 
-    assert curriculum.sample(request) == curriculum.sample(request)
+    assert curriculum.sample(request, team=TEAM) == curriculum.sample(request, team=TEAM)
 
 
 def test_sample_train_without_seed_tasks_raises_no_tasks():
     curriculum = curriculum_with([make_task(1, origin="generated")], max_generated_fraction=0.5)
 
     with pytest.raises(NoTasksAvailableError, match="train seed"):
-        curriculum.sample(TaskSampleRequest(batch_size=4))
+        curriculum.sample(TaskSampleRequest(batch_size=4), team=TEAM)
 
 
 def test_sample_eval_never_returns_generated_or_train_tasks():
     tasks = mixed_pool() + [make_task(i, split="eval") for i in range(3)]
     curriculum = curriculum_with(tasks, max_generated_fraction=1.0)
 
-    batch = curriculum.sample(TaskSampleRequest(batch_size=10, split="eval", seed=0))
+    batch = curriculum.sample(TaskSampleRequest(batch_size=10, split="eval", seed=0), team=TEAM)
 
     assert batch.num_generated == 0
     assert {t.split for t in batch.tasks} == {"eval"}
@@ -202,15 +202,19 @@ def test_sample_eval_never_returns_generated_or_train_tasks():
 
 def test_sample_eval_empty_pool_raises_no_tasks():
     with pytest.raises(NoTasksAvailableError, match="eval seed"):
-        curriculum_with(mixed_pool()).sample(TaskSampleRequest(batch_size=2, split="eval"))
+        curriculum_with(mixed_pool()).sample(
+            TaskSampleRequest(batch_size=2, split="eval"), team=TEAM
+        )
 
 
 def test_sample_score_weighting_prefers_high_variance_seed():
     curriculum = curriculum_with([make_task(0), make_task(1)], sample_weighting="score")
-    curriculum.record_outcome("twx-coin/train/0", [1, 0, 1, 0], None)  # weight 0.05 + 0.25
-    curriculum.record_outcome("twx-coin/train/1", [1, 1, 1, 1], None)  # weight 0.05 + 0
+    curriculum.record_outcome(
+        "twx-coin/train/0", [1, 0, 1, 0], None, team=TEAM
+    )  # weight 0.05 + 0.25
+    curriculum.record_outcome("twx-coin/train/1", [1, 1, 1, 1], None, team=TEAM)  # weight 0.05 + 0
 
-    batch = curriculum.sample(TaskSampleRequest(batch_size=602, seed=0))
+    batch = curriculum.sample(TaskSampleRequest(batch_size=602, seed=0), team=TEAM)
 
     counts = Counter(t.task_id for t in batch.tasks)
     assert counts["twx-coin/train/0"] > 450  # expected 1 + 600 * 6/7 ≈ 515
@@ -225,3 +229,48 @@ def test_sample_eval_task_ids_without_replacement_when_pool_suffices():
 def test_curriculum_config_lambda_outside_unit_interval_raises():
     with pytest.raises(ValueError, match="λ"):
         CurriculumConfig(max_generated_fraction=1.5)
+
+
+# -- teams and quotas --------------------------------------------------------------------------
+
+
+def test_curriculum_sees_only_the_callers_team():
+    repository = InMemoryTaskRepository([make_task(0)])
+    repository.register_tasks("lab-b", [make_task(1)])
+    curriculum = Curriculum(repository, CurriculumConfig())
+    curriculum.record_outcome("twx-coin/train/0", [1, 0], None, team=TEAM)
+
+    with pytest.raises(TaskNotFoundError):
+        curriculum.task_detail("twx-coin/train/1", team=TEAM)
+    with pytest.raises(TaskNotFoundError):
+        curriculum.record_outcome("twx-coin/train/0", [1, 0], None, team="lab-b")
+    batch = curriculum.sample(TaskSampleRequest(batch_size=4, seed=0), team="lab-b")
+
+    assert {t.task_id for t in batch.tasks} == {"twx-coin/train/1"}
+    assert curriculum.ranking(team="lab-b").count == 0
+    assert curriculum.list_tasks(team=TEAM).count == 1
+
+
+def test_register_over_team_quota_raises_429_and_stores_nothing():
+    from task_generator.domain.errors import TaskQuotaExceededError
+    from task_generator.domain.quota import TaskQuota
+
+    repository = InMemoryTaskRepository([make_task(0)])
+    quota = TaskQuota(max_tasks_per_team=2, retry_after_s=30)
+    curriculum = Curriculum(repository, CurriculumConfig(), quota)
+
+    with pytest.raises(TaskQuotaExceededError) as info:
+        curriculum.register([make_task(1), make_task(2)], team=TEAM)
+    again = curriculum.register([make_task(0), make_task(1)], team=TEAM)  # one new: fits
+    other = curriculum.register([make_task(5), make_task(6)], team="lab-b")
+
+    assert (info.value.status_code, info.value.retry_after_s, info.value.stored) == (429, 30, 1)
+    assert (again.inserted, again.duplicates) == (1, 1)
+    assert other.inserted == 2
+
+
+def test_task_quota_rejects_non_positive_limits():
+    from task_generator.domain.quota import TaskQuota
+
+    with pytest.raises(ValueError, match="max_tasks_per_team"):
+        TaskQuota(max_tasks_per_team=0)

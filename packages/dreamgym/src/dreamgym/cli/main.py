@@ -7,6 +7,7 @@ Commands:
     dreamgym status    show what is running
     dreamgym envs      list the real environments
     dreamgym export    write replay-store trajectories to JSONL or Parquet (``datasets``-ready)
+    dreamgym admin     teams and API keys (create-team, create-key, list-keys, revoke-key, ...)
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from dreamgym.cli.admin import admin_app
+
 app = typer.Typer(add_completion=False, help=__doc__, no_args_is_help=True)
+app.add_typer(admin_app, name="admin")
 console = Console()
 
 DataDir = Annotated[Path, typer.Option(help="Where the stack keeps its data and logs")]

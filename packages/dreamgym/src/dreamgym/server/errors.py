@@ -1,7 +1,7 @@
 """Map exceptions to the single :class:`~dreamgym.errors.ErrorResponse` envelope.
 
 - :class:`~dreamgym.errors.DreamGymError` → its own ``status_code`` (``Retry-After`` set for
-  429/503 when the error carries ``retry_after_s``);
+  429/503 when the error carries ``retry_after_s``; ``WWW-Authenticate: Bearer`` on 401);
 - request validation errors → 422 whose message and ``param`` name the offending field
   (``body.transitions.0.reward``);
 - anything else → 500 with a sanitized message; the traceback is logged, never returned.
@@ -55,6 +55,8 @@ def install_error_handlers(app: FastAPI) -> None:
         headers = {}
         if exc.retry_after_s is not None:
             headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))
+        if exc.status_code == 401:
+            headers["WWW-Authenticate"] = 'Bearer realm="dreamgym"'
         return JSONResponse(
             status_code=exc.status_code,
             content=exc.to_response().model_dump(),

@@ -65,6 +65,12 @@ class StackConfig:
         return f"http://{self.host}:{getattr(self, f'{service}_port')}"
 
 
+# The key registry of teams and API keys (dreamgym.auth): every service gets its URL as
+# DREAMGYM_AUTH_DATABASE_URL; authentication stays off unless extra_env sets
+# <SERVICE>_AUTH_ENABLED=true. `dreamgym admin` finds it through the saved stack config.
+AUTH_DATABASE = "auth"
+
+
 class LocalStack:
     """Start, inspect and stop a local stack."""
 
@@ -89,6 +95,7 @@ class LocalStack:
             }
         )
         prefix = service.upper() + "_"
+        env["DREAMGYM_AUTH_DATABASE_URL"] = self.postgres.url(AUTH_DATABASE)
         env[prefix + "REDIS_URL"] = self.redis.url(SERVICES.index(service))
         env[prefix + "HOST"] = c.host
         env[prefix + "PORT"] = str(getattr(c, f"{service}_port"))
@@ -126,6 +133,7 @@ class LocalStack:
         self.postgres.start()
         for db in ("replay_store", "task_generator"):
             self.postgres.create_database(db, extensions=("vector",))
+        self.postgres.create_database(AUTH_DATABASE)
         log(f"starting Redis on {self.config.host}:{self.config.redis_port}")
         self.redis.start()
         state = {

@@ -1,10 +1,13 @@
 """SQLAlchemy 2 typed ORM of the replay store tables (schema owned by ``migrations/``).
 
-- ``trajectories``: one row per episode, keyed by ``trajectory_id``; ``content_hash`` is unique.
+- ``trajectories``: one row per episode, keyed by ``(team, trajectory_id)``; ``content_hash`` is
+  unique per team.
 - ``transitions``: one row per step with its φ(s_t, a_t) embedding (pgvector), unique on
-  ``(trajectory_id, step)``; environment/source/split/policy are copied from the trajectory so
-  retrieval filters need no join. The embedding width is fixed by the migration; the ORM type is
-  left unsized.
+  ``(team, trajectory_id, step)``; team/environment/source/split/policy are copied from the
+  trajectory so retrieval filters need no join. The embedding width is fixed by the migration;
+  the ORM type is left unsized.
+
+Every row belongs to a team (migration ``0002``); every query of the repository filters by it.
 
 ORM rows never leave :mod:`replay_store.adapters`; they are converted to :mod:`dreamgym.types`.
 """
@@ -20,7 +23,7 @@ from sqlalchemy import (
     Boolean,
     DateTime,
     Double,
-    ForeignKey,
+    ForeignKeyConstraint,
     Integer,
     Text,
     UniqueConstraint,
@@ -40,9 +43,11 @@ class TrajectoryRow(Base):
     """A stored trajectory (episode) and its provenance."""
 
     __tablename__ = "trajectories"
+    __table_args__ = (UniqueConstraint("team", "content_hash"),)
 
+    team: Mapped[str] = mapped_column(Text, primary_key=True)
     trajectory_id: Mapped[str] = mapped_column(Text, primary_key=True)
-    content_hash: Mapped[str] = mapped_column(Text, unique=True)
+    content_hash: Mapped[str] = mapped_column(Text)
     task: Mapped[str] = mapped_column(Text)
     task_id: Mapped[str | None] = mapped_column(Text)
     environment: Mapped[str] = mapped_column(Text)
@@ -65,12 +70,18 @@ class TransitionRow(Base):
     """A stored transition with its retrieval embedding."""
 
     __tablename__ = "transitions"
-    __table_args__ = (UniqueConstraint("trajectory_id", "step"),)
+    __table_args__ = (
+        UniqueConstraint("team", "trajectory_id", "step"),
+        ForeignKeyConstraint(
+            ["team", "trajectory_id"],
+            ["trajectories.team", "trajectories.trajectory_id"],
+            ondelete="CASCADE",
+        ),
+    )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
-    trajectory_id: Mapped[str] = mapped_column(
-        Text, ForeignKey("trajectories.trajectory_id", ondelete="CASCADE")
-    )
+    team: Mapped[str] = mapped_column(Text)
+    trajectory_id: Mapped[str] = mapped_column(Text)
     step: Mapped[int] = mapped_column(Integer)
     observation: Mapped[str] = mapped_column(Text)
     admissible_actions: Mapped[list[str]] = mapped_column(JSONB)

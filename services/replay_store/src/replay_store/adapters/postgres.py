@@ -1,6 +1,8 @@
 """PostgreSQL + pgvector implementation of :class:`~replay_store.domain.ports.ReplayRepository`.
 
-All SQL of the service lives here. Writes run in one transaction (all or nothing).
+All SQL of the service lives here. Writes run in one transaction (all or nothing). Every method
+takes the caller's ``team`` and every statement filters by it: a team never reads, counts, samples
+or retrieves another team's rows, and an id stored by another team is simply not found.
 
 Retrieval orders by pgvector's cosine distance ``<=>`` in two stages per query:
 
@@ -44,7 +46,7 @@ from replay_store.adapters.rows import (
     transition_rows_of,
 )
 from replay_store.domain.keys import PreparedTrajectory
-from replay_store.domain.ports import StoreRaceError, TrajectoryFilters
+from replay_store.domain.ports import QuotaReachedError, StoreRaceError, TrajectoryFilters
 
 __all__ = ["PostgresReplayRepository"]
 
@@ -54,6 +56,11 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 _UNIQUE_VIOLATION = "23505"
+
+# Serialises writers of one team while its quota is checked (transaction-scoped advisory lock).
+_TEAM_LOCK_SQL = text(
+    "SELECT pg_advisory_xact_lock(hashtextextended('replay_store.team:' || :team, 0))"
+)
 
 
 def _translate_db_errors(method: Callable[_P, _R]) -> Callable[_P, _R]:
@@ -107,31 +114,51 @@ class PostgresReplayRepository:
     # -- writes -------------------------------------------------------------------------------
     @_translate_db_errors
     def find_existing(
-        self, trajectory_ids: Sequence[str], content_hashes: Sequence[str]
+        self, team: str, trajectory_ids: Sequence[str], content_hashes: Sequence[str]
     ) -> dict[str, str]:
-        """Stored ``trajectory_id → content_hash`` for rows matching any given id or hash."""
+        """Stored ``trajectory_id → content_hash`` of ``team``'s rows matching any id or hash."""
         if not trajectory_ids and not content_hashes:
             return {}
         stmt = select(TrajectoryRow.trajectory_id, TrajectoryRow.content_hash).where(
+            TrajectoryRow.team == team,
             or_(
                 TrajectoryRow.trajectory_id.in_(list(trajectory_ids)),
                 TrajectoryRow.content_hash.in_(list(content_hashes)),
-            )
+            ),
         )
         with Session(self.engine) as session:
             return dict(session.execute(stmt).tuples().all())
 
     @_translate_db_errors
-    def insert(self, trajectories: Sequence[PreparedTrajectory], embeddings: np.ndarray) -> None:
-        """Store trajectories and their transitions in one transaction.
+    def count_trajectories(self, team: str) -> int:
+        """Number of trajectories ``team`` stores."""
+        stmt = select(func.count()).select_from(TrajectoryRow).where(TrajectoryRow.team == team)
+        with Session(self.engine) as session:
+            return int(session.execute(stmt).scalar_one())
+
+    @_translate_db_errors
+    def insert(
+        self,
+        team: str,
+        trajectories: Sequence[PreparedTrajectory],
+        embeddings: np.ndarray,
+        *,
+        max_trajectories: int | None = None,
+    ) -> None:
+        """Store trajectories and their transitions for ``team`` in one transaction.
 
         Args:
-            trajectories: trajectories not stored yet.
+            team: owner of the new rows.
+            trajectories: trajectories ``team`` does not store yet.
             embeddings: (total transitions, D) float32, trajectory-then-step order.
+            max_trajectories: the team's quota; checked under a per-team lock, so concurrent
+                ingests of one team cannot overshoot it together. ``None``: no quota.
 
         Raises:
             StoreRaceError: a concurrent writer stored one of the ids or content hashes first;
                 the transaction was rolled back.
+            QuotaReachedError: the insert would take the team past ``max_trajectories``;
+                nothing was written.
             ValueError: ``embeddings`` has the wrong number of rows.
         """
         total = sum(len(p.trajectory.transitions) for p in trajectories)
@@ -140,15 +167,23 @@ class PostgresReplayRepository:
         if not trajectories:
             return
         transition_rows = [
-            row for p in trajectories for row in transition_rows_of(p.trajectory, p.trajectory_id)
+            row
+            for p in trajectories
+            for row in transition_rows_of(p.trajectory, p.trajectory_id, team)
         ]
         for row, vector in zip(transition_rows, embeddings, strict=True):
             row["embedding"] = vector
+        count = select(func.count()).select_from(TrajectoryRow).where(TrajectoryRow.team == team)
         try:
             # Core executemany: every row binds the same columns (ORM bulk inserts split the batch
             # wherever a nullable value switches between None and not-None).
             with self.engine.begin() as conn:
-                conn.execute(insert(TrajectoryRow), [trajectory_row(p) for p in trajectories])
+                if max_trajectories is not None:
+                    conn.execute(_TEAM_LOCK_SQL, {"team": team})
+                    stored = int(conn.execute(count).scalar_one())
+                    if stored + len(trajectories) > max_trajectories:
+                        raise QuotaReachedError(stored)
+                conn.execute(insert(TrajectoryRow), [trajectory_row(p, team) for p in trajectories])
                 conn.execute(insert(TransitionRow), transition_rows)
         except IntegrityError as exc:
             if getattr(exc.orig, "sqlstate", None) != _UNIQUE_VIOLATION:
@@ -157,11 +192,11 @@ class PostgresReplayRepository:
 
     # -- trajectories -------------------------------------------------------------------------
     @_translate_db_errors
-    def get_trajectory(self, trajectory_id: str) -> Trajectory | None:
-        """The stored trajectory with its transitions in step order, or ``None``."""
+    def get_trajectory(self, team: str, trajectory_id: str) -> Trajectory | None:
+        """``team``'s trajectory with its transitions in step order, or ``None``."""
         stmt = (
             select(TrajectoryRow)
-            .where(TrajectoryRow.trajectory_id == trajectory_id)
+            .where(TrajectoryRow.team == team, TrajectoryRow.trajectory_id == trajectory_id)
             .options(selectinload(TrajectoryRow.transitions))
         )
         with Session(self.engine) as session:
@@ -170,10 +205,10 @@ class PostgresReplayRepository:
 
     @_translate_db_errors
     def list_trajectories(
-        self, filters: TrajectoryFilters, limit: int, offset: int
+        self, team: str, filters: TrajectoryFilters, limit: int, offset: int
     ) -> TrajectoryList:
-        """Summaries ordered by ``(created_at, trajectory_id)`` and the total matching count."""
-        conditions: list[ColumnElement[bool]] = []
+        """``team``'s summaries by ``(created_at, trajectory_id)`` and the total matching count."""
+        conditions: list[ColumnElement[bool]] = [TrajectoryRow.team == team]
         if filters.environment is not None:
             conditions.append(TrajectoryRow.environment == filters.environment)
         if filters.source is not None:
@@ -197,11 +232,12 @@ class PostgresReplayRepository:
     # -- transitions --------------------------------------------------------------------------
     @_translate_db_errors
     def nearest(
-        self, queries: np.ndarray, k: int, filters: RetrievalFilters
+        self, team: str, queries: np.ndarray, k: int, filters: RetrievalFilters
     ) -> list[list[RetrievedTransition]]:
-        """Top-k transitions by cosine similarity for each query row.
+        """Top-k of ``team``'s transitions by cosine similarity for each query row.
 
         Args:
+            team: only this team's transitions are candidates.
             queries: (Q, D) float32 unit vectors.
             k: neighbours per query.
             filters: row restrictions.
@@ -214,8 +250,9 @@ class PostgresReplayRepository:
             ef_search = min(1000, max(self.hnsw_ef_search, k))
             session.execute(text(f"SET LOCAL hnsw.ef_search = {ef_search:d}"))
             session.execute(text("SET LOCAL enable_seqscan = off"))
-            hits = [_nearest_rows(session, vector, k, filters) for vector in queries]
-            tasks = _tasks_of(session, {row.trajectory_id for hit in hits for row, _ in hit})
+            hits = [_nearest_rows(session, team, vector, k, filters) for vector in queries]
+            ids = {row.trajectory_id for hit in hits for row, _ in hit}
+            tasks = _tasks_of(session, team, ids)
             return [
                 [
                     RetrievedTransition.model_validate(
@@ -227,22 +264,22 @@ class PostgresReplayRepository:
             ]
 
     @_translate_db_errors
-    def transition_ids(self, filters: RetrievalFilters) -> list[int]:
-        """Ids of all transitions matching ``filters``, ascending."""
+    def transition_ids(self, team: str, filters: RetrievalFilters) -> list[int]:
+        """Ids of all of ``team``'s transitions matching ``filters``, ascending."""
         stmt = (
             select(TransitionRow.id)
-            .where(*_transition_conditions(filters))
+            .where(*_transition_conditions(team, filters))
             .order_by(TransitionRow.id)
         )
         with Session(self.engine) as session:
             return list(session.execute(stmt).scalars())
 
     @_translate_db_errors
-    def transitions_by_ids(self, ids: Sequence[int]) -> list[TransitionRecord]:
-        """Transitions with these ids, in the order of ``ids`` (unknown ids are skipped)."""
+    def transitions_by_ids(self, team: str, ids: Sequence[int]) -> list[TransitionRecord]:
+        """``team``'s transitions with these ids, in the order of ``ids`` (others skipped)."""
         if not ids:
             return []
-        stmt = _records_query().where(TransitionRow.id.in_(list(ids)))
+        stmt = _records_query().where(TransitionRow.team == team, TransitionRow.id.in_(list(ids)))
         with Session(self.engine) as session:
             by_id = {
                 row.id: TransitionRecord.model_validate(record_fields(row, task))
@@ -252,10 +289,10 @@ class PostgresReplayRepository:
 
     @_translate_db_errors
     def page_transitions(
-        self, filters: RetrievalFilters, after_id: int | None, limit: int
+        self, team: str, filters: RetrievalFilters, after_id: int | None, limit: int
     ) -> list[TransitionRecord]:
-        """Up to ``limit`` transitions with ``id > after_id`` matching ``filters``, by id."""
-        stmt = _records_query().where(*_transition_conditions(filters))
+        """Up to ``limit`` of ``team``'s transitions with ``id > after_id`` matching ``filters``."""
+        stmt = _records_query().where(*_transition_conditions(team, filters))
         if after_id is not None:
             stmt = stmt.where(TransitionRow.id > after_id)
         stmt = stmt.order_by(TransitionRow.id).limit(limit)
@@ -267,31 +304,38 @@ class PostgresReplayRepository:
 
     # -- stats --------------------------------------------------------------------------------
     @_translate_db_errors
-    def stats(self) -> ReplayStats:
-        """Trajectory counts per source / environment / policy and success rate per policy."""
+    def stats(self, team: str) -> ReplayStats:
+        """``team``'s trajectory counts per source / environment / policy, success per policy."""
+        own_trajectories = TrajectoryRow.team == team
         with Session(self.engine) as session:
-            trajectories = session.execute(select(func.count()).select_from(TrajectoryRow))
-            transitions = session.execute(select(func.count()).select_from(TransitionRow))
+            trajectories = session.execute(
+                select(func.count()).select_from(TrajectoryRow).where(own_trajectories)
+            )
+            transitions = session.execute(
+                select(func.count()).select_from(TransitionRow).where(TransitionRow.team == team)
+            )
             by_policy = session.execute(
                 select(
                     TrajectoryRow.policy,
                     func.count(),
                     func.avg(TrajectoryRow.success.cast(Integer)),
-                ).group_by(TrajectoryRow.policy)
+                )
+                .where(own_trajectories)
+                .group_by(TrajectoryRow.policy)
             ).all()
             return ReplayStats(
                 trajectories=trajectories.scalar_one(),
                 transitions=transitions.scalar_one(),
-                by_source=_count_by(session, TrajectoryRow.source),
-                by_environment=_count_by(session, TrajectoryRow.environment),
+                by_source=_count_by(session, team, TrajectoryRow.source),
+                by_environment=_count_by(session, team, TrajectoryRow.environment),
                 by_policy={policy: n for policy, n, _ in by_policy},
                 success_rate_by_policy={policy: float(rate) for policy, _, rate in by_policy},
             )
 
 
 # -- query helpers ----------------------------------------------------------------------------
-def _transition_conditions(filters: RetrievalFilters) -> list[ColumnElement[bool]]:
-    conditions: list[ColumnElement[bool]] = []
+def _transition_conditions(team: str, filters: RetrievalFilters) -> list[ColumnElement[bool]]:
+    conditions: list[ColumnElement[bool]] = [TransitionRow.team == team]
     if filters.environment is not None:
         conditions.append(TransitionRow.environment == filters.environment)
     if filters.source is not None:
@@ -304,7 +348,7 @@ def _transition_conditions(filters: RetrievalFilters) -> list[ColumnElement[bool
 
 
 def _nearest_rows(
-    session: Session, vector: np.ndarray, k: int, filters: RetrievalFilters
+    session: Session, team: str, vector: np.ndarray, k: int, filters: RetrievalFilters
 ) -> list[tuple[TransitionRow, float]]:
     """Up to k ``(row, cosine distance)`` pairs nearest to ``vector``, by (distance, id).
 
@@ -313,7 +357,7 @@ def _nearest_rows(
     distance = TransitionRow.embedding.cosine_distance(vector)
     stmt = (
         select(TransitionRow, distance.label("distance"))
-        .where(*_transition_conditions(filters))
+        .where(*_transition_conditions(team, filters))
         .limit(k)
     )
     rows = session.execute(stmt.order_by(distance)).tuples().all()
@@ -325,19 +369,21 @@ def _nearest_rows(
 
 def _records_query() -> Select[TransitionRow, str]:
     return select(TransitionRow, TrajectoryRow.task).join(
-        TrajectoryRow, TrajectoryRow.trajectory_id == TransitionRow.trajectory_id
+        TrajectoryRow,
+        (TrajectoryRow.team == TransitionRow.team)
+        & (TrajectoryRow.trajectory_id == TransitionRow.trajectory_id),
     )
 
 
-def _tasks_of(session: Session, trajectory_ids: set[str]) -> dict[str, str]:
+def _tasks_of(session: Session, team: str, trajectory_ids: set[str]) -> dict[str, str]:
     if not trajectory_ids:
         return {}
     stmt = select(TrajectoryRow.trajectory_id, TrajectoryRow.task).where(
-        TrajectoryRow.trajectory_id.in_(sorted(trajectory_ids))
+        TrajectoryRow.team == team, TrajectoryRow.trajectory_id.in_(sorted(trajectory_ids))
     )
     return dict(session.execute(stmt).tuples().all())
 
 
-def _count_by(session: Session, column: QueryableAttribute[str]) -> dict[str, int]:
-    rows = session.execute(select(column, func.count()).group_by(column)).tuples()
-    return dict(rows.all())
+def _count_by(session: Session, team: str, column: QueryableAttribute[str]) -> dict[str, int]:
+    stmt = select(column, func.count()).where(TrajectoryRow.team == team).group_by(column)
+    return dict(session.execute(stmt).tuples().all())

@@ -13,10 +13,11 @@ __all__ = ["record_fields", "to_trajectory", "trajectory_row", "transition_rows_
 _TRANSITION_FIELDS = tuple(Transition.model_fields)
 
 
-def trajectory_row(prepared: PreparedTrajectory) -> dict[str, object]:
-    """Column values of the ``trajectories`` row of ``prepared``."""
+def trajectory_row(prepared: PreparedTrajectory, team: str) -> dict[str, object]:
+    """Column values of the ``trajectories`` row of ``prepared``, owned by ``team``."""
     trajectory = prepared.trajectory
     return {
+        "team": team,
         "trajectory_id": prepared.trajectory_id,
         "content_hash": prepared.content_hash,
         "task": trajectory.task,
@@ -28,10 +29,13 @@ def trajectory_row(prepared: PreparedTrajectory) -> dict[str, object]:
     }
 
 
-def transition_rows_of(trajectory: Trajectory, trajectory_id: str) -> list[dict[str, object]]:
+def transition_rows_of(
+    trajectory: Trajectory, trajectory_id: str, team: str
+) -> list[dict[str, object]]:
     """Column values of the ``transitions`` rows of ``trajectory`` (without embeddings)."""
     provenance = trajectory.provenance
     shared = {
+        "team": team,
         "trajectory_id": trajectory_id,
         "environment": provenance.environment,
         "source": provenance.source,

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from dreamgym.errors import ConflictError, InvalidRequestError, NotFoundError
+from dreamgym.errors import ConflictError, InvalidRequestError, NotFoundError, QuotaExceededError
 
-__all__ = ["LimitExceededError", "TrajectoryConflictError", "TrajectoryNotFoundError"]
+__all__ = [
+    "LimitExceededError",
+    "TrajectoryConflictError",
+    "TrajectoryNotFoundError",
+    "TrajectoryQuotaExceededError",
+]
 
 
 class TrajectoryNotFoundError(NotFoundError):
-    """No trajectory is stored under this id (404)."""
+    """The caller's team stores no trajectory under this id (404, also for other teams' ids)."""
 
     error_type = "trajectory_not_found"
 
@@ -41,3 +46,23 @@ class LimitExceededError(InvalidRequestError):
         super().__init__(f"{field} must be <= {maximum} on this server, got {value}", param=field)
         self.value = value
         self.maximum = maximum
+
+
+class TrajectoryQuotaExceededError(QuotaExceededError):
+    """Storing the batch would take the team past its trajectory quota (429); nothing stored."""
+
+    error_type = "trajectory_quota_exceeded"
+
+    def __init__(
+        self, team: str, stored: int, adding: int, quota: int, retry_after_s: float
+    ) -> None:
+        super().__init__(
+            f"team '{team}' stores {stored} trajectories; storing {adding} more would exceed its "
+            f"quota of {quota} (REPLAY_STORE_MAX_TRAJECTORIES_PER_TEAM)",
+            param="body.trajectories",
+            retry_after_s=retry_after_s,
+        )
+        self.team = team
+        self.stored = stored
+        self.adding = adding
+        self.quota = quota

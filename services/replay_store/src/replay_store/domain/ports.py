@@ -1,4 +1,7 @@
-"""Protocols the replay service depends on; adapters implement them."""
+"""Protocols the replay service depends on; adapters implement them.
+
+Every repository method takes the caller's ``team`` first and sees only that team's rows.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +21,13 @@ from dreamgym.replay_types import (
 from dreamgym.types import Trajectory
 from replay_store.domain.keys import PreparedTrajectory
 
-__all__ = ["Embedder", "ReplayRepository", "StoreRaceError", "TrajectoryFilters"]
+__all__ = [
+    "Embedder",
+    "QuotaReachedError",
+    "ReplayRepository",
+    "StoreRaceError",
+    "TrajectoryFilters",
+]
 
 
 @runtime_checkable
@@ -46,6 +55,18 @@ class StoreRaceError(Exception):
     """A concurrent writer stored one of the trajectories first; the insert was rolled back."""
 
 
+class QuotaReachedError(Exception):
+    """An insert would take a team past its trajectory quota; nothing was written.
+
+    Attributes:
+        stored: trajectories the team stored when the insert was refused.
+    """
+
+    def __init__(self, stored: int) -> None:
+        super().__init__(f"team stores {stored} trajectories")
+        self.stored = stored
+
+
 @dataclass(frozen=True)
 class TrajectoryFilters:
     """Filters of ``GET /v1/trajectories``; ``None`` means "any"."""
@@ -59,56 +80,70 @@ class ReplayRepository(Protocol):
     """Storage of trajectories and embedded transitions."""
 
     def find_existing(
-        self, trajectory_ids: Sequence[str], content_hashes: Sequence[str]
+        self, team: str, trajectory_ids: Sequence[str], content_hashes: Sequence[str]
     ) -> dict[str, str]:
-        """Stored ``trajectory_id → content_hash`` for rows matching any given id or hash."""
+        """Stored ``trajectory_id → content_hash`` of ``team``'s rows matching any id or hash."""
         ...
 
-    def insert(self, trajectories: Sequence[PreparedTrajectory], embeddings: np.ndarray) -> None:
-        """Store all trajectories and their transitions in one transaction.
+    def count_trajectories(self, team: str) -> int:
+        """Number of trajectories ``team`` stores."""
+        ...
+
+    def insert(
+        self,
+        team: str,
+        trajectories: Sequence[PreparedTrajectory],
+        embeddings: np.ndarray,
+        *,
+        max_trajectories: int | None = None,
+    ) -> None:
+        """Store all trajectories and their transitions for ``team`` in one transaction.
 
         Args:
+            team: owner of the new rows.
             trajectories: new trajectories.
             embeddings: (total transitions, D) float32, in trajectory then step order.
+            max_trajectories: the team's quota (checked atomically with the insert), or ``None``.
 
         Raises:
             StoreRaceError: an id or content hash was stored concurrently; nothing was written.
+            QuotaReachedError: the insert would exceed ``max_trajectories``; nothing was written.
         """
         ...
 
-    def get_trajectory(self, trajectory_id: str) -> Trajectory | None:
-        """The stored trajectory, or ``None``."""
+    def get_trajectory(self, team: str, trajectory_id: str) -> Trajectory | None:
+        """``team``'s trajectory with this id, or ``None`` (also when another team owns it)."""
         ...
 
     def list_trajectories(
-        self, filters: TrajectoryFilters, limit: int, offset: int
+        self, team: str, filters: TrajectoryFilters, limit: int, offset: int
     ) -> TrajectoryList:
-        """Trajectory summaries, oldest first, and the total count matching ``filters``."""
+        """``team``'s trajectory summaries, oldest first, and the total matching ``filters``."""
         ...
 
     def nearest(
-        self, queries: np.ndarray, k: int, filters: RetrievalFilters
+        self, team: str, queries: np.ndarray, k: int, filters: RetrievalFilters
     ) -> list[list[RetrievedTransition]]:
-        """Top-k transitions by cosine similarity for each row of ``queries`` (Q, D).
+        """Top-k of ``team``'s transitions by cosine similarity per row of ``queries`` (Q, D).
 
         Must return ``min(k, matching rows)`` transitions per query, most similar first.
         """
         ...
 
-    def transition_ids(self, filters: RetrievalFilters) -> list[int]:
-        """Ids of all transitions matching ``filters``, ascending."""
+    def transition_ids(self, team: str, filters: RetrievalFilters) -> list[int]:
+        """Ids of all of ``team``'s transitions matching ``filters``, ascending."""
         ...
 
-    def transitions_by_ids(self, ids: Sequence[int]) -> list[TransitionRecord]:
-        """Transitions with these ids, in the order of ``ids``."""
+    def transitions_by_ids(self, team: str, ids: Sequence[int]) -> list[TransitionRecord]:
+        """``team``'s transitions with these ids, in the order of ``ids``."""
         ...
 
     def page_transitions(
-        self, filters: RetrievalFilters, after_id: int | None, limit: int
+        self, team: str, filters: RetrievalFilters, after_id: int | None, limit: int
     ) -> list[TransitionRecord]:
-        """Up to ``limit`` transitions with ``id > after_id``, ascending id."""
+        """Up to ``limit`` of ``team``'s transitions with ``id > after_id``, ascending id."""
         ...
 
-    def stats(self) -> ReplayStats:
-        """Table statistics."""
+    def stats(self, team: str) -> ReplayStats:
+        """``team``'s table statistics."""
         ...

@@ -1,7 +1,9 @@
 """The replay service: ingest, retrieval, sampling, export and stats over the ports.
 
 Every method is synchronous and blocking (database and embedding work); routes call it from
-FastAPI's threadpool (plain ``def`` handlers), never on the event loop.
+FastAPI's threadpool (plain ``def`` handlers), never on the event loop. Every method takes the
+caller's ``team`` (keyword-only, from the API key; ``"default"`` without authentication) and
+only ever reads or writes that team's rows.
 """
 
 from __future__ import annotations
@@ -22,17 +24,46 @@ from dreamgym.replay_types import (
     TransitionSampleResponse,
 )
 from dreamgym.types import Trajectory
-from replay_store.domain.errors import LimitExceededError, TrajectoryNotFoundError
+from replay_store.domain.errors import (
+    LimitExceededError,
+    TrajectoryNotFoundError,
+    TrajectoryQuotaExceededError,
+)
 from replay_store.domain.ingest import plan_against_store, plan_batch
 from replay_store.domain.keys import PreparedTrajectory, retrieval_key, trajectory_retrieval_keys
-from replay_store.domain.ports import Embedder, ReplayRepository, StoreRaceError, TrajectoryFilters
+from replay_store.domain.ports import (
+    Embedder,
+    QuotaReachedError,
+    ReplayRepository,
+    StoreRaceError,
+    TrajectoryFilters,
+)
 from replay_store.domain.sampling import uniform_sample_indices
 
-__all__ = ["ReplayService"]
+__all__ = ["ReplayService", "check_trajectory_quota"]
 
 logger = logging.getLogger(__name__)
 
 _INGEST_ATTEMPTS = 3
+
+
+def check_trajectory_quota(
+    team: str, stored: int, adding: int, quota: int | None, *, retry_after_s: float
+) -> None:
+    """Refuse an ingest that would take ``team`` past its quota.
+
+    Args:
+        team: the team.
+        stored: trajectories it stores now.
+        adding: new trajectories of the batch (duplicates of stored ones do not count).
+        quota: most trajectories the team may store; ``None``: unlimited.
+        retry_after_s: the ``Retry-After`` hint of the 429.
+
+    Raises:
+        TrajectoryQuotaExceededError: ``adding > 0`` and ``stored + adding > quota`` (429).
+    """
+    if quota is not None and adding > 0 and stored + adding > quota:
+        raise TrajectoryQuotaExceededError(team, stored, adding, quota, retry_after_s)
 
 
 class ReplayService:
@@ -43,9 +74,11 @@ class ReplayService:
         embedder: the encoder φ used for stored keys and queries alike.
         max_k: largest ``k`` for retrieval.
         max_batch_trajectories: most trajectories per ingest.
+        max_trajectories_per_team: a team's storage quota (``None``: unlimited).
+        quota_retry_after_s: ``Retry-After`` of the 429 when the quota is reached.
 
     >>> service = ReplayService(repository, HashEmbedder(384))  # doctest: +SKIP
-    >>> service.ingest([trajectory]).inserted  # doctest: +SKIP
+    >>> service.ingest([trajectory], team="lab-a").inserted  # doctest: +SKIP
     1
     """
 
@@ -56,16 +89,22 @@ class ReplayService:
         *,
         max_k: int = 50,
         max_batch_trajectories: int = 1000,
+        max_trajectories_per_team: int | None = None,
+        quota_retry_after_s: float = 60.0,
     ) -> None:
         self.repository = repository
         self.embedder = embedder
         self.max_k = max_k
         self.max_batch_trajectories = max_batch_trajectories
+        self.max_trajectories_per_team = max_trajectories_per_team
+        self.quota_retry_after_s = quota_retry_after_s
 
     # -- writes -------------------------------------------------------------------------------
-    def ingest(self, trajectories: Sequence[Trajectory]) -> IngestResult:
-        """Store trajectories idempotently, all or nothing.
+    def ingest(self, trajectories: Sequence[Trajectory], *, team: str) -> IngestResult:
+        """Store trajectories for ``team`` idempotently, all or nothing.
 
+        Idempotency keys (ids, content hashes) are per team: re-sending a trajectory the team
+        stores is a duplicate; another team storing the same content changes nothing here.
         Embeddings of all new transitions are computed in one batch before the (short) write
         transaction. A concurrent writer that stores one of the trajectories first makes the
         transaction roll back; the batch is then re-planned against the store.
@@ -73,6 +112,8 @@ class ReplayService:
         Raises:
             LimitExceededError: more than ``max_batch_trajectories`` trajectories.
             TrajectoryConflictError: an id is stored or repeated with different content.
+            TrajectoryQuotaExceededError: the new trajectories would exceed the team's quota
+                (checked before embedding and again atomically with the insert).
         """
         if len(trajectories) > self.max_batch_trajectories:
             raise LimitExceededError(
@@ -80,14 +121,25 @@ class ReplayService:
             )
         batch = plan_batch(trajectories)
         cache: dict[str, np.ndarray] = {}
+        quota = self.max_trajectories_per_team
         for attempt in range(1, _INGEST_ATTEMPTS + 1):
             stored = self.repository.find_existing(
-                [p.trajectory_id for p in batch.unique], [p.content_hash for p in batch.unique]
+                team,
+                [p.trajectory_id for p in batch.unique],
+                [p.content_hash for p in batch.unique],
             )
             plan = plan_against_store(batch, stored)
+            if quota is not None and plan.new:  # fail before embedding when clearly over
+                self._check_quota(team, self.repository.count_trajectories(team), len(plan.new))
             try:
-                self.repository.insert(plan.new, self._embed_trajectories(plan.new, cache))
+                embeddings = self._embed_trajectories(plan.new, cache)
+                self.repository.insert(team, plan.new, embeddings, max_trajectories=quota)
                 break
+            except QuotaReachedError as exc:  # a concurrent ingest of the team got there first
+                assert quota is not None  # the repository only enforces a quota it was given
+                raise TrajectoryQuotaExceededError(
+                    team, exc.stored, len(plan.new), quota, self.quota_retry_after_s
+                ) from None
             except StoreRaceError:
                 if attempt == _INGEST_ATTEMPTS:
                     raise
@@ -95,6 +147,15 @@ class ReplayService:
         ids = [plan.stored_ids[j] for j in batch.refs]
         return IngestResult(
             inserted=len(plan.new), duplicates=len(ids) - len(plan.new), trajectory_ids=ids
+        )
+
+    def _check_quota(self, team: str, stored: int, adding: int) -> None:
+        check_trajectory_quota(
+            team,
+            stored,
+            adding,
+            self.max_trajectories_per_team,
+            retry_after_s=self.quota_retry_after_s,
         )
 
     def _embed_trajectories(
@@ -116,12 +177,12 @@ class ReplayService:
 
     # -- reads --------------------------------------------------------------------------------
     def retrieve(
-        self, queries: Sequence[RetrievalQuery], k: int, filters: RetrievalFilters
+        self, queries: Sequence[RetrievalQuery], k: int, filters: RetrievalFilters, *, team: str
     ) -> list[list[RetrievedTransition]]:
-        """Top-k stored transitions per query by cosine similarity of φ (arXiv 2511.03773 Eq. 4).
+        """Top-k of ``team``'s transitions per query by cosine similarity of φ (Eq. 4).
 
         All queries are embedded in one batch; each gets ``min(k, matching rows)`` transitions,
-        most similar first.
+        most similar first; other teams' transitions are never candidates.
 
         Raises:
             LimitExceededError: ``k > max_k``.
@@ -131,18 +192,18 @@ class ReplayService:
         vectors = self.embedder.embed(
             [retrieval_key(q.task, q.observation, q.action) for q in queries]
         )
-        return self.repository.nearest(vectors, k, filters)
+        return self.repository.nearest(team, vectors, k, filters)
 
     def sample(
-        self, n: int, filters: RetrievalFilters, seed: int | None = None
+        self, n: int, filters: RetrievalFilters, seed: int | None = None, *, team: str
     ) -> TransitionSampleResponse:
-        """Uniform sample of ``min(n, N)`` transitions without replacement, in draw order.
+        """Uniform sample of ``min(n, N)`` of ``team``'s N transitions, in draw order.
 
-        Deterministic for a given ``seed`` while the filtered table is unchanged.
+        Deterministic for a given ``seed`` while the team's filtered table is unchanged.
         """
-        ids = self.repository.transition_ids(filters)
+        ids = self.repository.transition_ids(team, filters)
         drawn = [ids[i] for i in uniform_sample_indices(len(ids), n, seed)]
-        transitions = self.repository.transitions_by_ids(drawn)
+        transitions = self.repository.transitions_by_ids(team, drawn)
         probability = 1.0 / len(ids) if ids else 0.0
         return TransitionSampleResponse(
             transitions=transitions,
@@ -151,31 +212,32 @@ class ReplayService:
         )
 
     def page_transitions(
-        self, filters: RetrievalFilters, after_id: int | None, limit: int
+        self, filters: RetrievalFilters, after_id: int | None, limit: int, *, team: str
     ) -> TransitionPage:
-        """One keyset page of transitions ordered by id; ``next_after_id`` is None at the end."""
-        rows = self.repository.page_transitions(filters, after_id, limit + 1)
+        """One keyset page of ``team``'s transitions by id; ``next_after_id`` None at the end."""
+        rows = self.repository.page_transitions(team, filters, after_id, limit + 1)
         has_more = len(rows) > limit
         rows = rows[:limit]
         return TransitionPage(data=rows, next_after_id=rows[-1].id if has_more else None)
 
-    def get_trajectory(self, trajectory_id: str) -> Trajectory:
-        """The stored trajectory.
+    def get_trajectory(self, trajectory_id: str, *, team: str) -> Trajectory:
+        """``team``'s trajectory with this id.
 
         Raises:
-            TrajectoryNotFoundError: no trajectory has this id.
+            TrajectoryNotFoundError: the team stores no trajectory with this id (whether or not
+                another team does: 404, never 403, so ids of other teams are not disclosed).
         """
-        trajectory = self.repository.get_trajectory(trajectory_id)
+        trajectory = self.repository.get_trajectory(team, trajectory_id)
         if trajectory is None:
             raise TrajectoryNotFoundError(trajectory_id)
         return trajectory
 
     def list_trajectories(
-        self, filters: TrajectoryFilters, limit: int, offset: int
+        self, filters: TrajectoryFilters, limit: int, offset: int, *, team: str
     ) -> TrajectoryList:
-        """Trajectory summaries (oldest first) and the total count matching ``filters``."""
-        return self.repository.list_trajectories(filters, limit, offset)
+        """``team``'s trajectory summaries (oldest first) and the total matching ``filters``."""
+        return self.repository.list_trajectories(team, filters, limit, offset)
 
-    def stats(self) -> ReplayStats:
-        """Counts per source / environment / policy and success rate per policy."""
-        return self.repository.stats()
+    def stats(self, *, team: str) -> ReplayStats:
+        """``team``'s counts per source / environment / policy and success rate per policy."""
+        return self.repository.stats(team)

@@ -14,6 +14,9 @@ Composes the pure math of :mod:`dreamgym.curriculum.scoring` with the
   success rate 0.5, i.e. unexplored tasks are treated optimistically). ``"uniform"`` (default)
   draws uniformly within each pool.
 - **Eval batches**: uniform over eval *seed* tasks; generated tasks are never returned.
+
+Every public method takes the caller's ``team`` (keyword-only): registration, scores, pools and
+samples only ever involve that team's tasks and outcome groups.
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ from dreamgym.task_types import (
 )
 from dreamgym.types import Split, Task, TaskOrigin
 from task_generator.domain.errors import NoTasksAvailableError, TaskNotFoundError
-from task_generator.domain.ports import TaskOutcomes, TaskRepository
+from task_generator.domain.ports import QuotaReachedError, TaskOutcomes, TaskRepository
+from task_generator.domain.quota import TaskQuota
 
 __all__ = [
     "Curriculum",
@@ -180,75 +184,92 @@ class Curriculum:
     """Task registry, outcome recording, ranking and batch sampling over a repository.
 
     >>> curriculum = Curriculum(repository, CurriculumConfig(max_generated_fraction=0.25))
-    >>> curriculum.record_outcome("twx-coin/train/3", [1.0, 0.0, 1.0, 0.0], None).score
+    >>> curriculum.record_outcome("twx-coin/train/3", [1.0, 0.0, 1.0, 0.0], None, team="a").score
     0.25
     """
 
-    def __init__(self, repository: TaskRepository, config: CurriculumConfig) -> None:
+    def __init__(
+        self, repository: TaskRepository, config: CurriculumConfig, quota: TaskQuota | None = None
+    ) -> None:
         self.repository = repository
         self.config = config
+        self.quota = quota or TaskQuota()
 
-    def register(self, tasks: Sequence[Task]) -> TaskRegisterResponse:
-        """Store tasks idempotently (see :meth:`TaskRepository.register_tasks`)."""
+    def register(self, tasks: Sequence[Task], *, team: str) -> TaskRegisterResponse:
+        """Store ``team``'s tasks idempotently (see :meth:`TaskRepository.register_tasks`).
+
+        Raises:
+            TaskQuotaExceededError: the new tasks would exceed the team's quota (429).
+        """
         check_registration(tasks)
-        inserted, duplicates = self.repository.register_tasks(tasks)
+        try:
+            inserted, duplicates = self.repository.register_tasks(
+                team, tasks, max_tasks=self.quota.max_tasks_per_team
+            )
+        except QuotaReachedError as exc:
+            raise self.quota.exceeded(team, exc.stored) from None
         return TaskRegisterResponse(inserted=inserted, duplicates=duplicates)
 
     def list_tasks(
         self,
         *,
+        team: str,
         split: Split | None = None,
         origin: TaskOrigin | None = None,
         environment: str | None = None,
         limit: int = 100,
         offset: int = 0,
     ) -> TaskListResponse:
-        """A page of tasks and the number of tasks matching the filters."""
+        """A page of ``team``'s tasks and the number of its tasks matching the filters."""
         data, count = self.repository.list_tasks(
-            split=split, origin=origin, environment=environment, limit=limit, offset=offset
+            team, split=split, origin=origin, environment=environment, limit=limit, offset=offset
         )
         return TaskListResponse(data=data, count=count)
 
-    def _outcomes_of(self, task_id: str) -> TaskOutcomes | None:
-        found = self.repository.task_outcomes(window=self.config.score_window, task_ids=[task_id])
+    def _outcomes_of(self, team: str, task_id: str) -> TaskOutcomes | None:
+        found = self.repository.task_outcomes(
+            team, window=self.config.score_window, task_ids=[task_id]
+        )
         return found[0] if found else None
 
-    def task_detail(self, task_id: str) -> TaskDetailResponse:
-        """The task, its score, group count and lineage.
+    def task_detail(self, task_id: str, *, team: str) -> TaskDetailResponse:
+        """``team``'s task, its score, group count and lineage.
 
         Raises:
-            TaskNotFoundError: unknown ``task_id``.
+            TaskNotFoundError: the team has no task ``task_id`` (also when another team has).
         """
-        tasks = self.repository.get_tasks([task_id])
+        tasks = self.repository.get_tasks(team, [task_id])
         if not tasks:
             raise TaskNotFoundError(task_id)
-        outcomes = self._outcomes_of(task_id)
+        outcomes = self._outcomes_of(team, task_id)
         return TaskDetailResponse(
             task=tasks[0],
             score=score_tasks([outcomes])[task_id] if outcomes else None,
             num_groups=outcomes.num_groups if outcomes else 0,
-            lineage=self.repository.lineage(task_id),
+            lineage=self.repository.lineage(team, task_id),
         )
 
     def record_outcome(
-        self, task_id: str, rewards: Sequence[float], policy_version: str | None
+        self, task_id: str, rewards: Sequence[float], policy_version: str | None, *, team: str
     ) -> TaskOutcomeResponse:
-        """Append one group of outcome rewards and return the task's new score.
+        """Append one group of outcome rewards to ``team``'s task; return its new score.
 
         Raises:
-            TaskNotFoundError: unknown ``task_id`` (nothing written).
+            TaskNotFoundError: the team has no task ``task_id`` (nothing written).
         """
-        if not self.repository.add_outcome(task_id, rewards, policy_version):
+        if not self.repository.add_outcome(team, task_id, rewards, policy_version):
             raise TaskNotFoundError(task_id)
-        outcomes = self._outcomes_of(task_id)
+        outcomes = self._outcomes_of(team, task_id)
         assert outcomes is not None, "outcome just written must be readable"
         score = score_tasks([outcomes])[task_id]
         return TaskOutcomeResponse(task_id=task_id, score=score, num_groups=outcomes.num_groups)
 
-    def ranking(self, *, environment: str | None = None, limit: int = 100) -> TaskScoreListResponse:
-        """Scored tasks by score descending (ties by task id); ``count`` before ``limit``."""
+    def ranking(
+        self, *, team: str, environment: str | None = None, limit: int = 100
+    ) -> TaskScoreListResponse:
+        """``team``'s scored tasks by score descending (ties by id); ``count`` before ``limit``."""
         outcomes = self.repository.task_outcomes(
-            window=self.config.score_window, environment=environment
+            team, window=self.config.score_window, environment=environment
         )
         scores = score_tasks(outcomes)
         rows = [
@@ -265,12 +286,12 @@ class Curriculum:
         return TaskScoreListResponse(data=rows[:limit], count=len(rows))
 
     def _train_weights(
-        self, seed_ids: list[str], generated_ids: list[str], environment: str | None
+        self, team: str, seed_ids: list[str], generated_ids: list[str], environment: str | None
     ) -> tuple[list[float] | None, list[float] | None]:
         if self.config.sample_weighting == "uniform":
             return None, None
         outcomes = self.repository.task_outcomes(
-            window=self.config.score_window, environment=environment, split="train"
+            team, window=self.config.score_window, environment=environment, split="train"
         )
         scores = score_tasks(outcomes)
         kwargs = {
@@ -281,15 +302,19 @@ class Curriculum:
             generated_ids, scores, **kwargs
         )
 
-    def _sample_train_ids(self, request: TaskSampleRequest, rng: np.random.Generator) -> list[str]:
+    def _sample_train_ids(
+        self, team: str, request: TaskSampleRequest, rng: np.random.Generator
+    ) -> list[str]:
         env = request.environment
-        seed_ids = self.repository.task_ids(split="train", origin="seed", environment=env)
-        generated_ids = self.repository.task_ids(split="train", origin="generated", environment=env)
+        seed_ids = self.repository.task_ids(team, split="train", origin="seed", environment=env)
+        generated_ids = self.repository.task_ids(
+            team, split="train", origin="generated", environment=env
+        )
         lam = self.config.max_generated_fraction
         num_generated = math.floor(lam * request.batch_size) if generated_ids else 0
         if num_generated < request.batch_size and not seed_ids:
             raise NoTasksAvailableError("train seed", env)
-        seed_weights, generated_weights = self._train_weights(seed_ids, generated_ids, env)
+        seed_weights, generated_weights = self._train_weights(team, seed_ids, generated_ids, env)
         return sample_task_batch(
             seed_ids,
             generated_ids,
@@ -300,23 +325,23 @@ class Curriculum:
             generated_weights=generated_weights,
         )
 
-    def sample(self, request: TaskSampleRequest) -> TaskSampleResponse:
-        """Sample a batch (train: λ-capped mix of seed and generated; eval: uniform seed tasks).
+    def sample(self, request: TaskSampleRequest, *, team: str) -> TaskSampleResponse:
+        """Sample a batch of ``team``'s tasks (train: λ-capped mix; eval: uniform seed tasks).
 
         Raises:
-            NoTasksAvailableError: the requested pool is empty.
+            NoTasksAvailableError: the team's requested pool is empty.
         """
         rng = np.random.default_rng(request.seed)
         if request.split == "eval":
             pool = self.repository.task_ids(
-                split="eval", origin="seed", environment=request.environment
+                team, split="eval", origin="seed", environment=request.environment
             )
             if not pool:
                 raise NoTasksAvailableError("eval seed", request.environment)
             ids = sample_eval_task_ids(pool, request.batch_size, rng)
         else:
-            ids = self._sample_train_ids(request, rng)
-        by_id = {t.task_id: t for t in self.repository.get_tasks(sorted(set(ids)))}
+            ids = self._sample_train_ids(team, request, rng)
+        by_id = {t.task_id: t for t in self.repository.get_tasks(team, sorted(set(ids)))}
         tasks = [by_id[i] for i in ids]
         num_generated = sum(t.origin == "generated" for t in tasks)
         return TaskSampleResponse(tasks=tasks, num_generated=num_generated)

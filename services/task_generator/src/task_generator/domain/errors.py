@@ -7,6 +7,7 @@ from dreamgym.errors import (
     ConflictError,
     DreamGymError,
     NotFoundError,
+    QuotaExceededError,
 )
 
 __all__ = [
@@ -15,11 +16,12 @@ __all__ = [
     "NoTasksAvailableError",
     "TaskConflictError",
     "TaskNotFoundError",
+    "TaskQuotaExceededError",
 ]
 
 
 class TaskNotFoundError(NotFoundError):
-    """No task has this id (404)."""
+    """The caller's team has no task with this id (404, also for other teams' task ids)."""
 
     error_type = "task_not_found"
 
@@ -72,3 +74,22 @@ class LLMGenerationError(DreamGymError):
 
     status_code = 502
     error_type = "llm_generation_failed"
+
+
+class TaskQuotaExceededError(QuotaExceededError):
+    """Storing the new tasks would take the team past its task quota (429); nothing stored."""
+
+    error_type = "task_quota_exceeded"
+
+    def __init__(
+        self, team: str, stored: int, quota: int, retry_after_s: float, param: str = "body.tasks"
+    ) -> None:
+        super().__init__(
+            f"team '{team}' stores {stored} tasks; storing more would exceed its quota of "
+            f"{quota} (TASK_GENERATOR_MAX_TASKS_PER_TEAM)",
+            param=param,
+            retry_after_s=retry_after_s,
+        )
+        self.team = team
+        self.stored = stored
+        self.quota = quota

@@ -16,6 +16,10 @@ One round (:meth:`TaskGenerator.generate`):
    the seed's environment and ``task_id = "gen-" + sha256(environment, instruction,
    observation)[:16]``.
 
+A round only ever reads and writes the calling team's tasks: seeds are the team's scored tasks,
+duplicates are checked against the team's tasks, and the variations are stored for the team
+(within its task quota).
+
 References:
     DreamGym, arXiv 2511.03773, §3.3, Eq. 6 (task generator) and Eq. 7 (seed selection).
 """
@@ -43,7 +47,8 @@ from dreamgym.task_types import RejectedVariation, TaskGenerateRequest, TaskGene
 from dreamgym.types import Task
 from task_generator.domain.curriculum import score_tasks
 from task_generator.domain.errors import LLMBackendNotConfiguredError, LLMGenerationError
-from task_generator.domain.ports import TaskRepository, VariationKey
+from task_generator.domain.ports import QuotaReachedError, TaskRepository, VariationKey
+from task_generator.domain.quota import TaskQuota
 
 __all__ = [
     "GenerationConfig",
@@ -156,30 +161,39 @@ class TaskGenerator:
     an in-process model must not run ``generate`` from two threads at once.
 
     >>> generator = TaskGenerator(repository, FakeLLMBackend([...]), GenerationConfig())
-    >>> generator.generate(TaskGenerateRequest(num_seed_tasks=2, variations_per_task=4))
+    >>> generator.generate(TaskGenerateRequest(num_seed_tasks=2, variations_per_task=4), team="a")
     """
 
     def __init__(
-        self, repository: TaskRepository, backend: LLMBackend | None, config: GenerationConfig
+        self,
+        repository: TaskRepository,
+        backend: LLMBackend | None,
+        config: GenerationConfig,
+        quota: TaskQuota | None = None,
     ) -> None:
         self.repository = repository
         self.backend = backend
         self.config = config
+        self.quota = quota or TaskQuota()
         # one round at a time: in-process models are not re-entrant
         self._llm_lock = threading.Lock()
 
-    def generate(self, request: TaskGenerateRequest) -> TaskGenerateResponse:
-        """Run one generation round (see the module docstring).
+    def generate(self, request: TaskGenerateRequest, *, team: str) -> TaskGenerateResponse:
+        """Run one generation round for ``team`` (see the module docstring).
 
         Raises:
             LLMBackendNotConfiguredError: the service has no LLM backend (503).
             LLMGenerationError: the backend failed or answered the wrong number of
                 completions (502); nothing was stored.
+            TaskQuotaExceededError: the team's task quota is full before the round, or the
+                round's variations would exceed it (429; nothing stored).
         """
         if self.backend is None:
             raise LLMBackendNotConfiguredError()
+        if self.quota.max_tasks_per_team is not None:  # no LLM work when nothing can be stored
+            self.quota.check_room(team, self.repository.count_tasks(team), param="body")
         outcomes = self.repository.task_outcomes(
-            window=self.config.score_window, environment=request.environment, split="train"
+            team, window=self.config.score_window, environment=request.environment, split="train"
         )
         scores = score_tasks(outcomes)
         rng = np.random.default_rng(request.seed)
@@ -193,9 +207,9 @@ class TaskGenerator:
             return TaskGenerateResponse(
                 created=[], rejected=[], seed_task_ids=[], message=_no_seed_message(len(scores))
             )
-        parents = self.repository.get_tasks(seed_ids)
+        parents = self.repository.get_tasks(team, seed_ids)
         candidates = self._complete(self.backend, parents, scores, request)
-        created, rejected = self._accept(self.backend.name, candidates)
+        created, rejected = self._accept(team, self.backend.name, candidates)
         return TaskGenerateResponse(created=created, rejected=rejected, seed_task_ids=seed_ids)
 
     def _sampling_params(self, request: TaskGenerateRequest, count: int) -> list[SamplingParams]:
@@ -247,7 +261,7 @@ class TaskGenerator:
         ]
 
     def _accept(
-        self, backend_name: str, candidates: Sequence[_Candidate]
+        self, team: str, backend_name: str, candidates: Sequence[_Candidate]
     ) -> tuple[list[Task], list[RejectedVariation]]:
         rejected: list[RejectedVariation] = []
         parsed: list[tuple[_Candidate, Task]] = []
@@ -264,9 +278,16 @@ class TaskGenerator:
                 backend_name=backend_name,
             )
             parsed.append((candidate, task))
-        unique, duplicates = self._drop_duplicates(parsed)
+        unique, duplicates = self._drop_duplicates(team, parsed)
         rejected += duplicates
-        inserted = set(self.repository.insert_generated([task for _, task in unique]))
+        try:
+            inserted = set(
+                self.repository.insert_generated(
+                    team, [task for _, task in unique], max_tasks=self.quota.max_tasks_per_team
+                )
+            )
+        except QuotaReachedError as exc:
+            raise self.quota.exceeded(team, exc.stored, param="body") from None
         created = [task for _, task in unique if task.task_id in inserted]
         rejected += [
             _reject(c, f"duplicate of task '{t.task_id}' (stored concurrently)")
@@ -276,10 +297,10 @@ class TaskGenerator:
         return created, rejected
 
     def _drop_duplicates(
-        self, parsed: Sequence[tuple[_Candidate, Task]]
+        self, team: str, parsed: Sequence[tuple[_Candidate, Task]]
     ) -> tuple[list[tuple[_Candidate, Task]], list[RejectedVariation]]:
         keys = [_key_of(task) for _, task in parsed]
-        existing = self.repository.find_variations(sorted(set(keys)))
+        existing = self.repository.find_variations(team, sorted(set(keys)))
         unique: list[tuple[_Candidate, Task]] = []
         rejected: list[RejectedVariation] = []
         seen: dict[VariationKey, str] = {}

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from dreamgym.server.auth import TeamDep
 from replay_store.api.deps import ReplayServiceDep
 from replay_store.schemas import (
     MAX_PAGE_SIZE,
@@ -27,10 +28,10 @@ router = APIRouter(tags=["transitions"])
     responses={422: {"model": ErrorResponse}},
 )
 def sample_transitions(
-    body: TransitionSampleRequest, replay: ReplayServiceDep
+    body: TransitionSampleRequest, replay: ReplayServiceDep, team: TeamDep
 ) -> TransitionSampleResponse:
-    """Draw ``n`` transitions uniformly without replacement; the same seed gives the same sample."""
-    return replay.sample(body.n, body.filters, seed=body.seed)
+    """Draw ``n`` of the team's transitions uniformly without replacement (seeded)."""
+    return replay.sample(body.n, body.filters, seed=body.seed, team=team)
 
 
 @router.get(
@@ -38,12 +39,13 @@ def sample_transitions(
 )
 def list_transitions(
     replay: ReplayServiceDep,
+    team: TeamDep,
     environment: str | None = None,
     source: DataSource | None = None,
     split: Split | None = None,
     after_id: Annotated[int | None, Query(ge=0)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 1000,
 ) -> TransitionPage:
-    """One page of transitions by ascending id; pass ``next_after_id`` back as ``after_id``."""
+    """One page of the team's transitions by id; pass ``next_after_id`` back as ``after_id``."""
     filters = RetrievalFilters(environment=environment, source=source, split=split)
-    return replay.page_transitions(filters, after_id=after_id, limit=limit)
+    return replay.page_transitions(filters, after_id=after_id, limit=limit, team=team)

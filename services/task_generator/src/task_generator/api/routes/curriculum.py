@@ -12,6 +12,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from dreamgym.server.auth import TeamDep
 from task_generator.api.deps import CurriculumDep, TaskGeneratorDep
 from task_generator.schemas import (
     ERROR_RESPONSES,
@@ -30,20 +31,23 @@ router = APIRouter(tags=["curriculum"], responses=ERROR_RESPONSES)
 )
 def list_scores(
     curriculum: CurriculumDep,
+    team: TeamDep,
     environment: Annotated[str | None, Query(min_length=1)] = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
 ) -> TaskScoreListResponse:
-    """Tasks with at least one outcome group, by score descending (ties by task id)."""
-    return curriculum.ranking(environment=environment, limit=limit)
+    """The team's tasks with at least one outcome group, by score descending (ties by task id)."""
+    return curriculum.ranking(team=team, environment=environment, limit=limit)
 
 
 @router.post(
     "/curriculum:generate", response_model=TaskGenerateResponse, summary="Generate task variations"
 )
-def generate_tasks(body: TaskGenerateRequest, generator: TaskGeneratorDep) -> TaskGenerateResponse:
-    """Generate n variations of each of the m highest-variance train tasks and store valid ones.
+def generate_tasks(
+    body: TaskGenerateRequest, generator: TaskGeneratorDep, team: TeamDep
+) -> TaskGenerateResponse:
+    """Generate n variations of each of the team's m highest-variance train tasks; store them.
 
-    503 when no LLM backend is configured; 200 with an empty ``created`` and a ``message`` when
-    no task has a score above 0.
+    503 when no LLM backend is configured; 429 when the team's task quota is full; 200 with an
+    empty ``created`` and a ``message`` when no task has a score above 0.
     """
-    return generator.generate(body)
+    return generator.generate(body, team=team)

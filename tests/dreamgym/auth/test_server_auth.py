@@ -1,0 +1,116 @@
+"""The ``require_team`` dependency on a small real app with a real key registry."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+from fastapi import APIRouter, Depends, FastAPI
+from fastapi.testclient import TestClient
+from pydantic import ValidationError
+
+from dreamgym.server import health_router, install_error_handlers
+from dreamgym.server.auth import AuthSettings, TeamDep, require_team, team_auth
+
+pytestmark = pytest.mark.integration
+
+
+def _app(settings: AuthSettings) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with team_auth(app, settings):
+            yield
+
+    app = FastAPI(lifespan=lifespan)
+    install_error_handlers(app)
+    router = APIRouter()
+
+    @router.get("/v1/whoami")
+    def whoami(team: TeamDep) -> dict[str, str]:
+        return {"team": team}
+
+    app.include_router(health_router("test", "0", {}))
+    app.include_router(router, dependencies=[Depends(require_team)])
+    return app
+
+
+@pytest.fixture()
+def client(auth_database_url):
+    settings = AuthSettings(
+        auth_enabled=True, auth_database_url=auth_database_url, auth_cache_ttl_s=0
+    )
+    with TestClient(_app(settings)) as test_client:
+        yield test_client
+
+
+def test_bearer_and_x_api_key_headers_name_the_team(client, make_team):
+    team, key = make_team("lab")
+
+    bearer = client.get("/v1/whoami", headers={"Authorization": f"Bearer {key}"})
+    header = client.get("/v1/whoami", headers={"X-API-Key": key})
+
+    assert bearer.status_code == header.status_code == 200
+    assert bearer.json() == header.json() == {"team": team}
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer "},
+        {"Authorization": "Basic dXNlcjpwYXNz"},
+        {"Authorization": "Bearer dg_0123456789abcdef_" + "x" * 43},
+        {"X-API-Key": "nonsense"},
+    ],
+)
+def test_missing_or_invalid_key_is_401_envelope(client, headers):
+    response = client.get("/v1/whoami", headers=headers)
+
+    assert response.status_code == 401
+    assert response.json()["error"]["type"] == "unauthenticated"
+    assert response.headers["WWW-Authenticate"].startswith("Bearer")
+
+
+def test_revoked_key_is_401(client, key_registry, make_team):
+    team, key = make_team("lab")
+    assert client.get("/v1/whoami", headers={"X-API-Key": key}).status_code == 200
+    (info,) = key_registry.list_keys(team)
+
+    key_registry.revoke_key(info.key_id)
+    response = client.get("/v1/whoami", headers={"X-API-Key": key})
+
+    assert response.status_code == 401
+    assert "invalid or revoked" in response.json()["error"]["message"]
+
+
+def test_health_routes_need_no_key(client):
+    assert client.get("/healthz").status_code == 200
+    assert client.get("/readyz").status_code == 200
+    assert client.get("/openapi.json").status_code == 200
+
+
+def test_openapi_declares_both_key_schemes(client):
+    schemes = client.get("/openapi.json").json()["components"]["securitySchemes"]
+
+    assert {s["type"] for s in schemes.values()} == {"http", "apiKey"}
+
+
+def test_auth_disabled_every_request_is_team_default():
+    with TestClient(_app(AuthSettings())) as client:
+        response = client.get("/v1/whoami", headers={"X-API-Key": "anything"})
+
+    assert response.json() == {"team": "default"}
+
+
+def test_auth_enabled_without_registry_url_is_a_settings_error(monkeypatch):
+    monkeypatch.delenv("DREAMGYM_AUTH_DATABASE_URL", raising=False)
+
+    with pytest.raises(ValidationError, match="DREAMGYM_AUTH_DATABASE_URL"):
+        AuthSettings(auth_enabled=True)
+
+
+def test_registry_url_is_read_from_the_shared_variable(monkeypatch):
+    monkeypatch.setenv("DREAMGYM_AUTH_DATABASE_URL", "postgresql+psycopg://h/auth")
+
+    assert AuthSettings(auth_enabled=True).auth_database_url == "postgresql+psycopg://h/auth"
