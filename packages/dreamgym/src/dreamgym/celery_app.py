@@ -177,7 +177,10 @@ class _Heartbeat(threading.Thread):
         self._terminated_at: float | None = None
 
     def stop(self) -> None:
+        """Stop and wait for the thread (before the lock is released and the store closed)."""
         self._stop_event.set()
+        if self.is_alive():
+            self.join(timeout=10.0)
 
     def is_lost(self) -> bool:
         return self.lost
