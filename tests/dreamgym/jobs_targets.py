@@ -57,7 +57,8 @@ def touch_marker(config: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
 
 
 def count_with_checkpoint(config: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
-    """Count to ``n`` (one step every ``step_s``), checkpointing the counter after every step.
+    """Count to ``n`` (one step every ``step_s``), logging the count as a metric and then
+    checkpointing it after every step.
 
     A redelivered job resumes from ``counter.json``; ``starts`` lists the count each attempt
     started from (``[0]`` when it ran once, ``[0, k]`` when it resumed at ``k``).
@@ -70,6 +71,7 @@ def count_with_checkpoint(config: dict[str, Any], ctx: JobContext) -> dict[str, 
         ctx.raise_if_cancelled()
         time.sleep(config.get("step_s", 0.1))
         state["count"] += 1
+        ctx.log_metrics(state["count"], {"count": state["count"]})
         tmp = ckpt.with_suffix(".tmp")
         tmp.write_text(json.dumps(state))
         tmp.replace(ckpt)

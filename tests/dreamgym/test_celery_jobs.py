@@ -209,6 +209,15 @@ def test_submit_invalid_config_raises_naming_the_field_and_records_nothing(runne
     assert runner.list() == []
 
 
+def test_job_target_outside_the_allowed_modules_is_refused_by_the_worker(runner):
+    runner.kinds["shell"] = "os:system"  # a forged registration: workers only import job modules
+
+    record = wait_for(runner, runner.submit("shell", {}).job_id, FINAL)
+
+    assert record.state == "failed"
+    assert "outside the allowed modules ['jobs_targets']" in record.error
+
+
 def test_submit_unknown_kind_raises_naming_kind(runner):
     with pytest.raises(InvalidRequestError) as info:
         runner.submit("nope", {})
@@ -362,6 +371,7 @@ def test_job_of_a_killed_worker_resumes_from_its_checkpoint_on_a_new_worker(redi
         assert runner.get(submitted.job_id).state == "running"
         started += start_workers(broker, tmp_path / "logs", "second")
         record = wait_for(runner, submitted.job_id, FINAL, timeout_s=120.0)
+        runner_metrics = runner.metrics(submitted.job_id)
     finally:
         runner.shutdown()
         for worker in started:
@@ -372,6 +382,8 @@ def test_job_of_a_killed_worker_resumes_from_its_checkpoint_on_a_new_worker(redi
     assert record.result["starts"] == [0, killed_at["count"]]  # resumed, did not start over
     assert record.result["resumed_from"] >= 9
     assert record.attempts == 2
+    steps = [row["step"] for row in runner_metrics]
+    assert steps == list(range(1, 31))  # steps redone after the resume appear once
     assert before.worker.startswith("first") and record.worker.startswith("second")
 
 
@@ -388,3 +400,4 @@ def test_job_of_a_killed_pool_process_is_requeued_and_resumes(runner):
     assert len(record.result["starts"]) == 2
     assert record.attempts == 2
     assert record.pid != running.pid
+    assert [row["step"] for row in runner.metrics(submitted.job_id)] == list(range(1, 26))

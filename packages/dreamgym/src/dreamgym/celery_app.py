@@ -299,6 +299,8 @@ def _run_locked(
     )
     if record is None:
         return "finished elsewhere"
+    if record.attempts > 1:
+        store.mark_attempt(job_id, record.attempts)
     ctx = RedisJobContext(store, Path(root), job_id, lost=heartbeat.is_lost)
     with _job_log(ctx.workdir / "job.log", job_id):
         try:

@@ -28,6 +28,7 @@ from dreamgym.jobs import JobRecord, JobState
 __all__ = ["ACTIVE_STATES", "RedisJobStore"]
 
 ACTIVE_STATES: frozenset[JobState] = frozenset({"queued", "running"})
+_ATTEMPT = "__attempt__"  # marker row: a new attempt of the job starts here
 
 
 class RedisJobStore:
@@ -119,9 +120,28 @@ class RedisJobStore:
         """Append one metric row."""
         self.redis.rpush(self._key(job_id, ":metrics"), json.dumps(dict(row)))
 
+    def mark_attempt(self, job_id: str, attempt: int) -> None:
+        """Note in the metrics that attempt ``attempt`` starts (see :meth:`metrics`)."""
+        self.redis.rpush(self._key(job_id, ":metrics"), json.dumps({_ATTEMPT: attempt}))
+
     def metrics(self, job_id: str) -> list[dict[str, Any]]:
-        """Every metric row, oldest first."""
-        return [json.loads(r) for r in self.redis.lrange(self._key(job_id, ":metrics"), 0, -1)]
+        """The job's metric curve, oldest first.
+
+        A job that resumed from a checkpoint logs some steps again: rows of earlier attempts at
+        or after the first step the resumed attempt logged are dropped, so each step appears once.
+        """
+        curve: list[dict[str, Any]] = []
+        resumed = False
+        for raw in self.redis.lrange(self._key(job_id, ":metrics"), 0, -1):
+            row = json.loads(raw)
+            if _ATTEMPT in row:
+                resumed = len(curve) > 0
+                continue
+            if resumed and isinstance(row.get("step"), int | float):
+                curve = [r for r in curve if not r.get("step", -1) >= row["step"]]
+            resumed = False
+            curve.append(row)
+        return curve
 
     # -- cancellation -----------------------------------------------------------------------------
     def request_cancel(self, job_id: str) -> None:
@@ -140,10 +160,6 @@ class RedisJobStore:
         The token is not thread-local: a heartbeat thread extends the lock its job thread took.
         """
         return self.redis.lock(self._key(job_id, ":lock"), timeout=ttl_s, thread_local=False)
-
-    def lock_held(self, job_id: str) -> bool:
-        """Whether some process holds the job's run lock."""
-        return bool(self.redis.exists(self._key(job_id, ":lock")))
 
     def ping(self) -> bool:
         """Whether Redis answers."""

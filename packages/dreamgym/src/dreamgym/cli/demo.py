@@ -105,7 +105,7 @@ def _free_port() -> int:
 
 
 def default_stack(
-    out_dir: Path, *, ports: dict[str, int] | None = None, job_backend: str = "local"
+    out_dir: Path, *, ports: dict[str, int] | None = None, job_backend: str = "celery"
 ) -> StackConfig:
     """A stack living under ``out_dir/stack`` on free ports (jobs on ``job_backend``)."""
     ports = ports or {}
