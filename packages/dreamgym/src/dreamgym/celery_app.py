@@ -307,6 +307,8 @@ def _run_locked(
             fn = _import_target(target, settings.allowed_modules())
             result = fn(dict(record.config), ctx)
         except JobCancelled:
+            if heartbeat.lost:  # stopped because another process may run it now: write nothing
+                return "lost its run lock"
             _finish(store, job_id, state="cancelled", message="cancelled")
             return "cancelled"
         except Exception as exc:

@@ -51,7 +51,7 @@ def demo(
     environment: Annotated[str | None, typer.Option(help="Real environment id")] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of everything")] = None,
     keep_running: Annotated[bool, typer.Option(help="Leave the stack up afterwards")] = False,
-    job_backend: JobBackend = "local",
+    job_backend: JobBackend = "celery",
 ) -> None:
     """Seed data → experience model → GRPO in imagination → real held-out evaluation → report."""
     _offline()
@@ -100,7 +100,7 @@ def up(
     agent_trainer_port: int = 8004,
     embedding_model: Annotated[str, typer.Option(help="minilm or hash")] = "minilm",
     experience_model_path: Annotated[str | None, typer.Option(help="Checkpoint to serve")] = None,
-    job_backend: JobBackend = "local",
+    job_backend: JobBackend = "celery",
 ) -> None:
     """Start the local stack in the background (no Docker)."""
     _offline()
