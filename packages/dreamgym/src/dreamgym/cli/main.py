@@ -2,8 +2,8 @@
 
 Commands:
     dreamgym demo      run the main job end to end and write a report
-    dreamgym up        start the local stack (PostgreSQL + pgvector, Redis, the four services and,
-                       with --job-backend celery, a Celery worker per queue)
+    dreamgym up        start the local stack (PostgreSQL + pgvector, Redis, the four services and
+                       a Celery worker per queue unless --job-backend local)
     dreamgym down      stop what ``up`` started
     dreamgym status    show what is running
     dreamgym envs      list the real environments
