@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from dreamgym.cli.demo import default_stack, preset, run_demo
+from dreamgym.clients.agent_trainer import AgentTrainerClient
 from dreamgym.clients.replay_store import ReplayStoreClient
 from dreamgym.clients.task_generator import TaskGeneratorClient
 from dreamgym.stack.local import LocalStack
@@ -87,3 +88,23 @@ def test_main_job_checkpoints_load_as_policies(demo_run: dict) -> None:
 
     for key in ("initial_checkpoint", "final_checkpoint"):
         assert (Path(training[key]) / "config.json").exists()
+
+
+def test_main_job_ran_every_job_on_the_celery_worker_of_its_queue(demo_run: dict) -> None:
+    stack = demo_run["stack"]
+
+    with AgentTrainerClient(stack.url("agent_trainer")) as client:
+        jobs = client.list_jobs()
+    status = LocalStack(stack).status()
+
+    assert stack.job_backend == "celery"
+    assert (status["worker-gpu"], status["worker-cpu"]) == ("up", "up")
+    on = {(job.kind, job.worker.split("@")[0]) for job in jobs}  # type: ignore[union-attr]
+    assert on == {
+        ("collect", "cpu"),
+        ("evaluate", "cpu"),
+        ("fidelity", "gpu"),
+        ("grpo", "gpu"),
+        ("evaluate", "gpu"),
+    }
+    assert {job.state for job in jobs} == {"succeeded"}

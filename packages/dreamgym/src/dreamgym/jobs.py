@@ -10,7 +10,9 @@ metrics are appended to ``metrics.jsonl``.
 Semantics: a job is run at most once at a time (one process per record); cancellation sets a flag
 the job polls (:meth:`JobContext.raise_if_cancelled`) and, after ``cancel_grace_s``, terminates the
 process; a process that dies without a final state is marked ``failed`` with its exit code.
-This runner is the embedded default; the Celery runner keeps the same record and context API.
+This runner is the embedded default; :class:`dreamgym.celery_runner.CeleryJobRunner` keeps the
+same record, context and runner API (:class:`JobRunner`) with the state in Redis and the jobs on
+Celery workers; :func:`make_job_runner` picks one from a service's settings.
 """
 
 from __future__ import annotations
@@ -28,14 +30,22 @@ import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import Field
 
 from dreamgym.errors import ConflictError, InvalidRequestError, NotFoundError
 from dreamgym.types import WireModel
 
-__all__ = ["JobCancelled", "JobContext", "JobRecord", "JobState", "LocalJobRunner"]
+__all__ = [
+    "JobCancelled",
+    "JobContext",
+    "JobRecord",
+    "JobRunner",
+    "JobState",
+    "LocalJobRunner",
+    "make_job_runner",
+]
 
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 FINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
@@ -59,6 +69,10 @@ class JobRecord(WireModel):
         checkpoint: path of the latest checkpoint, if any.
         result: the job's return value once succeeded.
         error: failure description once failed.
+        pid: process id of the job's body (on ``worker`` for Celery jobs).
+        attempts: how many times the body was started (retries and redeliveries after a lost
+            worker count; always 0 or 1 for the local runner).
+        worker: the Celery worker that runs or ran the job (``None`` for the local runner).
     """
 
     job_id: str
@@ -75,6 +89,8 @@ class JobRecord(WireModel):
     result: dict[str, Any] | None = None
     error: str | None = None
     pid: int | None = None
+    attempts: int = 0
+    worker: str | None = None
 
 
 class JobCancelled(Exception):
@@ -130,6 +146,67 @@ class JobContext:
         """Raise :class:`JobCancelled` if cancellation was requested."""
         if self.cancelled():
             raise JobCancelled(self.job_id)
+
+
+Validator = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class JobRunner(Protocol):
+    """What a service needs from a job backend (:class:`LocalJobRunner` or ``CeleryJobRunner``).
+
+    ``submit`` validates and enqueues (``InvalidRequestError`` → 422 naming the field), ``get`` and
+    ``metrics`` raise ``NotFoundError`` (404) for unknown ids, ``cancel`` raises
+    ``ConflictError`` (409) for finished jobs.
+    """
+
+    root: Path
+
+    def submit(self, kind: str, config: dict[str, Any]) -> JobRecord: ...
+    def get(self, job_id: str) -> JobRecord: ...
+    def list(self, state: JobState | None = None) -> list[JobRecord]: ...
+    def cancel(self, job_id: str) -> JobRecord: ...
+    def metrics(self, job_id: str) -> list[dict[str, Any]]: ...
+    def shutdown(self) -> None: ...
+
+
+def make_job_runner(
+    backend: Literal["local", "celery"],
+    root: Path,
+    kinds: Mapping[str, str],
+    validators: Mapping[str, Validator] | None = None,
+    *,
+    namespace: str,
+    broker_url: str | None = None,
+    route: Callable[[str, dict[str, Any]], str] | None = None,
+    max_running: int = 1,
+) -> JobRunner:
+    """The job runner a service's settings ask for.
+
+    Args:
+        backend: ``"local"`` (child processes of this service, state in files under ``root``) or
+            ``"celery"`` (Celery workers, state in the broker's Redis).
+        root: job folders (checkpoints, logs); for Celery a path every worker sees (shared).
+        kinds: job kind → ``"module:function"`` target.
+        validators: job kind → config validator (see :class:`LocalJobRunner`).
+        namespace: the service owning the jobs (separates their records in a shared Redis).
+        broker_url: Redis URL of the Celery broker (required for ``"celery"``).
+        route: ``(kind, config) → queue`` (``"gpu"`` or ``"cpu"``) for Celery.
+        max_running: jobs at once for the local runner (Celery: the workers' concurrency).
+
+    Raises:
+        ValueError: ``"celery"`` without a ``broker_url``, or an unknown backend.
+    """
+    if backend == "local":
+        return LocalJobRunner(root, kinds, validators, max_running=max_running)
+    if backend == "celery":
+        if not broker_url:
+            raise ValueError("the celery job backend needs a Redis broker URL")
+        from dreamgym.celery_runner import CeleryJobRunner  # noqa: PLC0415 - optional extra
+
+        return CeleryJobRunner(
+            root, kinds, validators, broker_url=broker_url, namespace=namespace, route=route
+        )
+    raise ValueError(f"unknown job backend {backend!r}; valid: 'local', 'celery'")
 
 
 def _read(workdir: Path) -> JobRecord:

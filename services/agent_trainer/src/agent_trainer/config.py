@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Literal
 
+from dreamgym.envs import list_environments
+from dreamgym.llm.models import parse_tiny_spec
+
 __all__ = [
     "ConfigValueError",
     "EvaluateConfig",
@@ -17,6 +20,9 @@ __all__ = [
     "PPOConfig",
     "PolicyConfig",
     "RLConfig",
+    "PolicyConfig",
+    "check_model_spec",
+    "check_real_environment",
 ]
 
 # Validated from job configs with pydantic: an unknown key is an error, not silently ignored.
@@ -75,6 +81,35 @@ class LoRAConfig:
         _raise_bad("LoRA", checks, self)
 
 
+def check_real_environment(environment: str, field_name: str = "environment") -> str:
+    """``environment`` if it is a registered real environment id.
+
+    Raises:
+        ConfigValueError: unknown id (the message lists the valid ids).
+    """
+    valid = list_environments()
+    if environment not in valid:
+        raise ConfigValueError(
+            f"unknown environment id {environment!r}; valid ids: {', '.join(valid)}", [field_name]
+        )
+    return environment
+
+
+def check_model_spec(spec: str, field_name: str) -> str:
+    """``spec`` if a ``tiny[:k=v,...]`` spec parses (checkpoint paths are checked by the worker
+    that loads them: they may live only on GPU nodes).
+
+    Raises:
+        ConfigValueError: a malformed tiny spec (unknown key, non-integer size).
+    """
+    if spec == "tiny" or spec.startswith("tiny:"):
+        try:
+            parse_tiny_spec(spec)
+        except ValueError as exc:
+            raise ConfigValueError(f"{field_name}: {exc}", [field_name]) from None
+    return spec
+
+
 @dataclass(frozen=True, kw_only=True)
 class PolicyConfig:
     """Which policy model to load and how it acts.
@@ -107,6 +142,7 @@ class PolicyConfig:
             raise ConfigValueError(
                 f"history_length must be >= 0, got {self.history_length}", ["history_length"]
             )
+        check_model_spec(self.model, "model")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -278,6 +314,12 @@ class EvaluateConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        check_real_environment(self.environment)
+        if self.policy != "random":
+            check_model_spec(self.policy, "policy")
+        for name in ("first_seed_index", "history_length"):
+            if getattr(self, name) < 0:
+                raise ConfigValueError(f"{name} must be >= 0, got {getattr(self, name)}", [name])
         if self.episodes < 1:
             raise ConfigValueError(f"episodes must be >= 1, got {self.episodes}", ["episodes"])
         if self.max_steps < 1:

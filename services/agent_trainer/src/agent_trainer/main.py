@@ -1,4 +1,5 @@
-"""App factory of the agent trainer: the job API over a :class:`~dreamgym.jobs.LocalJobRunner`.
+"""App factory of the agent trainer: the job API over a job runner (``AGENT_TRAINER_JOB_BACKEND``:
+child processes, or Celery workers with the state in Redis).
 
 Routes: ``POST /v1/jobs``, ``GET /v1/jobs``, ``GET /v1/jobs/{id}``, ``POST /v1/jobs/{id}/cancel``,
 ``GET /v1/jobs/{id}/metrics``, ``/healthz``, ``/readyz``.
@@ -15,11 +16,11 @@ from pydantic import ValidationError
 
 from agent_trainer import __version__
 from agent_trainer.api.routes import jobs
-from agent_trainer.jobs import JOB_KINDS
+from agent_trainer.jobs import JOB_KINDS, job_queue
 from agent_trainer.jobs.schemas import VALIDATORS
 from agent_trainer.settings import Settings, get_settings
 from dreamgym.errors import InvalidRequestError
-from dreamgym.jobs import LocalJobRunner
+from dreamgym.jobs import make_job_runner
 from dreamgym.server import configure_logging, health_router, install_error_handlers
 from dreamgym.server.auth import require_team, team_auth
 from dreamgym.server.errors import validation_message
@@ -60,10 +61,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         configure_logging(SERVICE_NAME, settings.log_level, settings.json_logs)
-        runner = LocalJobRunner(
+        runner = make_job_runner(
+            settings.job_backend,
             settings.data_dir / "jobs",
             JOB_KINDS,
             {kind: _validator(kind) for kind in JOB_KINDS},
+            namespace="agent_trainer",
+            broker_url=settings.job_broker_url,
+            route=job_queue,
             max_running=settings.max_running_jobs,
         )
         app.state.runner = runner
@@ -84,7 +89,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
 
     def _runner_up(request: Request) -> str | None:
-        return None if getattr(request.app.state, "runner", None) else "job runner not started"
+        runner = getattr(request.app.state, "runner", None)
+        if runner is None:
+            return "job runner not started"
+        ready = getattr(runner, "ready", None)
+        return ready() if ready else None
 
     app.include_router(health_router(SERVICE_NAME, __version__, {"runner": _runner_up}))
     # every /v1 route needs a team's API key when AGENT_TRAINER_AUTH_ENABLED (401 otherwise)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from dreamgym.server.auth import AuthSettings
@@ -20,7 +21,12 @@ class Settings(AuthSettings):
         data_dir: job records, checkpoints and metrics live under ``<data_dir>/jobs``.
         experience_model_url / replay_store_url / task_generator_url: default service URLs
             given to jobs that do not name their own.
-        max_running_jobs: jobs running at once (more stay queued).
+        max_running_jobs: jobs running at once with the local backend (more stay queued).
+        job_backend: ``"local"`` (child processes of this service, state in ``data_dir``) or
+            ``"celery"`` (Celery workers on queues ``gpu``/``cpu``, state in Redis; ``data_dir``
+            must then be a path every worker sees).
+        redis_url: the service's Redis.
+        celery_broker_url: Celery broker and job-state Redis (default: ``redis_url``).
     """
 
     model_config = SettingsConfigDict(env_prefix="AGENT_TRAINER_", env_file=".env", extra="ignore")
@@ -35,6 +41,23 @@ class Settings(AuthSettings):
     replay_store_url: str = "http://127.0.0.1:8002"
     task_generator_url: str = "http://127.0.0.1:8003"
     max_running_jobs: int = Field(default=1, ge=1, le=64)
+    job_backend: Literal["local", "celery"] = "local"
+    redis_url: str | None = None
+    celery_broker_url: str | None = None
+
+    @property
+    def job_broker_url(self) -> str | None:
+        """Where Celery jobs are queued and recorded."""
+        return self.celery_broker_url or self.redis_url
+
+    @model_validator(mode="after")
+    def _celery_needs_a_broker(self) -> Settings:
+        if self.job_backend == "celery" and not self.job_broker_url:
+            raise ValueError(
+                "AGENT_TRAINER_JOB_BACKEND=celery needs AGENT_TRAINER_REDIS_URL or "
+                "AGENT_TRAINER_CELERY_BROKER_URL"
+            )
+        return self
 
 
 @lru_cache(maxsize=1)

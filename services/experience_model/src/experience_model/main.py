@@ -129,7 +129,7 @@ def _build_retriever(settings: Settings) -> tuple[Retriever | None, Any]:
 
 def _training_runner(settings: Settings) -> Any:
     from dreamgym.errors import InvalidRequestError  # noqa: PLC0415
-    from dreamgym.jobs import LocalJobRunner  # noqa: PLC0415
+    from dreamgym.jobs import make_job_runner  # noqa: PLC0415
     from dreamgym.server.errors import validation_message  # noqa: PLC0415
     from experience_model.training.job import validate  # noqa: PLC0415
 
@@ -142,10 +142,14 @@ def _training_runner(settings: Settings) -> Any:
             )
             raise InvalidRequestError(message, param=param) from None
 
-    return LocalJobRunner(
+    return make_job_runner(
+        settings.job_backend,
         settings.data_dir / "training-jobs",
         {"sft": "experience_model.training.job:run"},
         {"sft": checked},
+        namespace="experience_model",
+        broker_url=settings.job_broker_url,
+        route=lambda _kind, _config: "gpu",
         max_running=1,
     )
 

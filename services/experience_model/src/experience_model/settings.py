@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from dreamgym.server.auth import AuthSettings
@@ -44,6 +44,9 @@ class Settings(AuthSettings):
         batch_idle_ms: a batch closes early when no new step arrived for this long.
         retrieval_cache_ttl_s: seconds a retrieval result is reused (0 disables the cache).
         data_dir: where SFT training jobs keep their records and checkpoints.
+        job_backend: ``"local"`` (SFT in a child process of this service) or ``"celery"`` (on a
+            ``gpu`` Celery worker, state in Redis; ``data_dir`` must be shared with the workers).
+        celery_broker_url: Celery broker and job-state Redis (default: ``redis_url``).
     """
 
     model_config = SettingsConfigDict(
@@ -89,6 +92,23 @@ class Settings(AuthSettings):
     batch_idle_ms: float = Field(default=2.0, ge=0.0, le=10_000.0)
     retrieval_cache_ttl_s: float = Field(default=300.0, ge=0.0)
     max_queue: int = Field(default=4096, ge=1)
+
+    job_backend: Literal["local", "celery"] = "local"
+    celery_broker_url: str | None = None
+
+    @property
+    def job_broker_url(self) -> str | None:
+        """Where Celery training jobs are queued and recorded."""
+        return self.celery_broker_url or self.redis_url
+
+    @model_validator(mode="after")
+    def _celery_needs_a_broker(self) -> Settings:
+        if self.job_backend == "celery" and not self.job_broker_url:
+            raise ValueError(
+                "EXPERIENCE_MODEL_JOB_BACKEND=celery needs EXPERIENCE_MODEL_REDIS_URL or "
+                "EXPERIENCE_MODEL_CELERY_BROKER_URL"
+            )
+        return self
 
 
 @lru_cache(maxsize=1)

@@ -64,9 +64,10 @@ def wait_until_finished(client: TestClient, job_id: str, timeout_s: float = 120.
 @pytest.fixture(scope="module")
 def finished_jobs(client: TestClient) -> dict[str, dict]:
     """Two jobs run side by side to their end: an evaluate job that succeeded (the random
-    policy on 5 held-out real games) and one that failed in its process (unknown environment).
+    policy on 5 held-out real games) and one that failed in its process (its policy checkpoint
+    does not exist where the job runs).
     """
-    failing = {"evaluate": {**EVALUATE["evaluate"], "environment": "twx-nowhere"}}
+    failing = {"evaluate": {**EVALUATE["evaluate"], "policy": "/nonexistent/checkpoint"}}
     ids = {}
     for name, config in (("succeeded", EVALUATE), ("failed", failing)):
         response = client.post("/v1/jobs", json={"kind": "evaluate", "config": config})
@@ -167,6 +168,24 @@ def test_submit_evaluate_zero_episodes_is_422_naming_the_field(client):
     assert_envelope(response, 422, "invalid_request", "config.evaluate.episodes")
 
 
+def test_submit_evaluate_unknown_environment_is_422_naming_the_field(client):
+    response = client.post(
+        "/v1/jobs", json={"kind": "evaluate", "config": {"evaluate": {"environment": "twx-x"}}}
+    )
+
+    error = assert_envelope(response, 422, "invalid_request", "config.evaluate.environment")
+    assert "twx-coin" in error["message"]  # lists the valid ids
+
+
+def test_submit_collect_unknown_policy_is_422_naming_the_list_item(client):
+    response = client.post(
+        "/v1/jobs", json={"kind": "collect", "config": {"policies": ["expert", "greedy"]}}
+    )
+
+    error = assert_envelope(response, 422, "invalid_request", "config.policies.1")
+    assert "epsilon_greedy" in error["message"]
+
+
 def test_submit_invalid_config_creates_no_job(client):
     before = client.get("/v1/jobs").json()["count"]
 
@@ -254,5 +273,5 @@ def test_submit_grpo_fills_missing_service_urls_from_settings(client):
 @pytest.mark.envs
 def test_failing_job_is_recorded_failed_with_its_error(client, failed_job):
     assert failed_job["state"] == "failed"
-    assert "unknown environment id 'twx-nowhere'" in failed_job["error"]
+    assert "no config.json in /nonexistent/checkpoint" in failed_job["error"]
     assert failed_job["result"] is None

@@ -27,6 +27,7 @@ def error_locations(kind: str, config: dict) -> list[tuple]:
         ({"grup_size": 4}, ("grpo", "grup_size")),
         ({"policy": {"history_length": -1}}, ("grpo", "policy", "history_length")),
         ({"policy": {"modle": "tiny"}}, ("grpo", "policy", "modle")),
+        ({"policy": {"model": "tiny:hidden=big"}}, ("grpo", "policy", "model")),
     ],
 )
 def test_grpo_validator_bad_config_is_located_at_the_field(grpo, loc):
@@ -59,6 +60,9 @@ def test_grpo_validator_unknown_job_field_is_located_at_it():
         ({"episodes": 0}, ("evaluate", "episodes")),
         ({"concurrency": 0}, ("evaluate", "concurrency")),
         ({"episode": 5}, ("evaluate", "episode")),
+        ({"environment": "twx-nowhere"}, ("evaluate", "environment")),
+        ({"policy": "tiny:layer=2"}, ("evaluate", "policy")),
+        ({"first_seed_index": -1}, ("evaluate", "first_seed_index")),
     ],
 )
 def test_evaluate_validator_bad_config_is_located_at_the_field(evaluate, loc):
@@ -76,7 +80,11 @@ def test_evaluate_config_reads_the_evaluate_section():
     [
         ("collect", {"train_seeds": 0}, ("train_seeds",)),
         ("collect", {"policies": []}, ("policies",)),
+        ("collect", {"policies": ["expert", "greedy"]}, ("policies", 1)),
+        ("collect", {"policies": ["epsilon_greedy:x"]}, ("policies", 0)),
+        ("collect", {"environment": "twx-nowhere"}, ("environment",)),
         ("fidelity", {"episodes": 0}, ("episodes",)),
+        ("fidelity", {"environment": "twx-nowhere"}, ("environment",)),
     ],
 )
 def test_collect_and_fidelity_validators_locate_bad_fields(kind, config, loc):
@@ -112,3 +120,14 @@ def test_ppo_validator_valid_config_reads_the_ppo_section_with_lora():
 
 def test_ppo_validator_unknown_job_field_is_located_at_it():
     assert error_locations("ppo", {"ppo": {}, "grpo": {}}) == [("grpo",)]
+
+
+@pytest.mark.parametrize("kind", sorted(VALIDATORS))
+def test_every_kind_rejects_an_unknown_top_level_field(kind):
+    assert error_locations(kind, {"no_such_field": 1}) == [("no_such_field",)]
+
+
+def test_validators_cover_every_job_kind():
+    from agent_trainer.jobs import JOB_KINDS
+
+    assert set(VALIDATORS) == set(JOB_KINDS)

@@ -104,11 +104,14 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def default_stack(out_dir: Path, *, ports: dict[str, int] | None = None) -> StackConfig:
-    """A stack living under ``out_dir/stack`` on free ports."""
+def default_stack(
+    out_dir: Path, *, ports: dict[str, int] | None = None, job_backend: str = "celery"
+) -> StackConfig:
+    """A stack living under ``out_dir/stack`` on free ports (jobs on ``job_backend``)."""
     ports = ports or {}
     return StackConfig(
         data_dir=out_dir / "stack",
+        job_backend=job_backend,
         postgres_port=ports.get("postgres", _free_port()),
         redis_port=ports.get("redis", _free_port()),
         experience_model_port=ports.get("experience_model", _free_port()),

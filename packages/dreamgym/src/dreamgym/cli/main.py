@@ -2,7 +2,8 @@
 
 Commands:
     dreamgym demo      run the main job end to end and write a report
-    dreamgym up        start the local stack (PostgreSQL + pgvector and the four services)
+    dreamgym up        start the local stack (PostgreSQL + pgvector, Redis, the four services and
+                       a Celery worker per queue unless --job-backend local)
     dreamgym down      stop what ``up`` started
     dreamgym status    show what is running
     dreamgym envs      list the real environments
@@ -16,7 +17,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 from rich.console import Console
@@ -29,6 +30,13 @@ app.add_typer(admin_app, name="admin")
 console = Console()
 
 DataDir = Annotated[Path, typer.Option(help="Where the stack keeps its data and logs")]
+JobBackend = Annotated[
+    Literal["local", "celery"],
+    typer.Option(
+        help="local: jobs in child processes of their service; celery: Celery workers per "
+        "queue (gpu, cpu) on the stack's Redis",
+    ),
+]
 
 
 def _offline() -> None:
@@ -48,11 +56,12 @@ def demo(
     environment: Annotated[str | None, typer.Option(help="Real environment id")] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of everything")] = None,
     keep_running: Annotated[bool, typer.Option(help="Leave the stack up afterwards")] = False,
+    job_backend: JobBackend = "celery",
 ) -> None:
     """Seed data → experience model → GRPO in imagination → real held-out evaluation → report."""
     _offline()
+    from dreamgym.cli.demo import default_stack, run_demo  # noqa: PLC0415
     from dreamgym.cli.demo import preset as make_preset  # noqa: PLC0415
-    from dreamgym.cli.demo import run_demo  # noqa: PLC0415
 
     cfg = make_preset(preset, environment=environment, seed=seed)
     out_dir = (out or Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S")).resolve()
@@ -60,7 +69,8 @@ def demo(
         f"[bold]DreamGym main job[/bold] ({preset}) on [cyan]{cfg.environment}[/cyan]; "
         f"output: {out_dir}"
     )
-    paths = run_demo(cfg, out_dir, console=console, keep_running=keep_running)
+    stack = default_stack(out_dir, job_backend=job_backend)
+    paths = run_demo(cfg, out_dir, console=console, keep_running=keep_running, stack=stack)
     report = json.loads(paths["json"].read_text())
     table = Table(title="Held-out real games")
     for col in ("policy", "success", "95% CI", "mean reward", "episodes"):
@@ -95,6 +105,7 @@ def up(
     agent_trainer_port: int = 8004,
     embedding_model: Annotated[str, typer.Option(help="minilm or hash")] = "minilm",
     experience_model_path: Annotated[str | None, typer.Option(help="Checkpoint to serve")] = None,
+    job_backend: JobBackend = "celery",
 ) -> None:
     """Start the local stack in the background (no Docker)."""
     _offline()
@@ -109,6 +120,7 @@ def up(
         task_generator_port=task_generator_port,
         agent_trainer_port=agent_trainer_port,
         embedding_model=embedding_model,
+        job_backend=job_backend,
     )
     if experience_model_path:
         cfg.experience_model_path = experience_model_path

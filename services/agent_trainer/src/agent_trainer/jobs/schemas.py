@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import AfterValidator, Field, TypeAdapter, ValidationError
 
-from agent_trainer.config import EvaluateConfig, GRPOConfig, PPOConfig
+from agent_trainer.config import EvaluateConfig, GRPOConfig, PPOConfig, check_real_environment
+from dreamgym.collect import parse_policy
 from dreamgym.types import WireModel
 
 __all__ = [
@@ -20,6 +21,15 @@ __all__ = [
     "grpo_config",
     "ppo_config",
 ]
+
+
+def _behaviour_policy(name: str) -> str:
+    parse_policy(name)  # ValueError naming the valid policies
+    return name
+
+
+RealEnvironment = Annotated[str, AfterValidator(check_real_environment)]
+BehaviourPolicy = Annotated[str, AfterValidator(_behaviour_policy)]
 
 
 class ServiceURLs(WireModel):
@@ -42,11 +52,11 @@ class CollectJobConfig(WireModel):
         seed: collection seed.
     """
 
-    environment: str = "twx-coin"
+    environment: RealEnvironment = "twx-coin"
     train_seeds: int = Field(default=120, ge=1, le=100_000)
     eval_tasks: int = Field(default=200, ge=0, le=100_000)
     max_steps: int = Field(default=10, ge=1, le=1000)
-    policies: list[str] = Field(
+    policies: list[BehaviourPolicy] = Field(
         default_factory=lambda: ["expert", "random", "epsilon_greedy:0.3"], min_length=1
     )
     seed: int = 0
@@ -56,7 +66,7 @@ class CollectJobConfig(WireModel):
 class FidelityJobConfig(WireModel):
     """Experience-model fidelity on held-out real transitions."""
 
-    environment: str = "twx-coin"
+    environment: RealEnvironment = "twx-coin"
     episodes: int = Field(default=60, ge=1, le=10_000)
     max_steps: int = Field(default=10, ge=1, le=1000)
     seed: int = 0

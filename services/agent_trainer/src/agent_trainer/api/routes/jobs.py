@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import Field
 
 from dreamgym.errors import ErrorResponse
-from dreamgym.jobs import JobRecord, JobState, LocalJobRunner
+from dreamgym.jobs import JobRecord, JobRunner, JobState
 from dreamgym.types import WireModel
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -30,11 +30,11 @@ class JobList(WireModel):
     count: int
 
 
-def _runner(request: Request) -> LocalJobRunner:
+def _runner(request: Request) -> JobRunner:
     return request.app.state.runner  # type: ignore[no-any-return]
 
 
-RunnerDep = Annotated[LocalJobRunner, Depends(_runner)]
+RunnerDep = Annotated[JobRunner, Depends(_runner)]
 
 
 @router.post("", response_model=JobRecord, status_code=201, responses=_ERRORS)

@@ -1,6 +1,7 @@
 """Experience-model training jobs (SFT, paper Eq. 5) run next to the service.
 
-``POST /v1/training-jobs`` starts an SFT job in a child process; when it succeeds, load the new
+``POST /v1/training-jobs`` starts an SFT job (in a child process, or on a ``gpu`` Celery worker
+with ``EXPERIENCE_MODEL_JOB_BACKEND=celery``); when it succeeds, load the new
 checkpoint with ``POST /v1/model:reload`` (``result.checkpoint``).
 """
 
@@ -12,7 +13,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import Field
 
 from dreamgym.errors import ErrorResponse
-from dreamgym.jobs import JobRecord, LocalJobRunner
+from dreamgym.jobs import JobRecord, JobRunner
 from dreamgym.types import WireModel
 
 router = APIRouter(prefix="/v1/training-jobs", tags=["training"])
@@ -24,11 +25,11 @@ class TrainingJobRequest(WireModel):
     config: dict[str, Any] = Field(default_factory=dict)
 
 
-def _runner(request: Request) -> LocalJobRunner:
+def _runner(request: Request) -> JobRunner:
     return request.app.state.training_runner  # type: ignore[no-any-return]
 
 
-RunnerDep = Annotated[LocalJobRunner, Depends(_runner)]
+RunnerDep = Annotated[JobRunner, Depends(_runner)]
 
 
 @router.post(

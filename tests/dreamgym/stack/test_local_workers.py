@@ -1,0 +1,62 @@
+"""The local stack's Celery workers: one real worker process per queue, stopped by ``down``."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from dreamgym.celery_app import CelerySettings, create_celery_app
+from dreamgym.stack.local import LocalStack, StackConfig
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_celery_backend_wires_the_job_services_to_one_broker(tmp_path):
+    stack = LocalStack(StackConfig(data_dir=tmp_path, job_backend="celery"))
+
+    trainer, em = stack._env("agent_trainer"), stack._env("experience_model")
+    replay = stack._env("replay_store")
+
+    assert trainer["AGENT_TRAINER_JOB_BACKEND"] == "celery"
+    assert em["EXPERIENCE_MODEL_JOB_BACKEND"] == "celery"
+    assert trainer["AGENT_TRAINER_CELERY_BROKER_URL"] == stack.broker_url
+    assert em["EXPERIENCE_MODEL_CELERY_BROKER_URL"] == stack.broker_url
+    assert not any("JOB_BACKEND" in key for key in replay)
+
+
+def test_local_backend_starts_no_broker_settings(tmp_path):
+    env = LocalStack(StackConfig(data_dir=tmp_path))._env("agent_trainer")
+
+    assert "AGENT_TRAINER_JOB_BACKEND" not in env
+    assert "AGENT_TRAINER_CELERY_BROKER_URL" not in env
+
+
+def test_stack_starts_a_worker_per_queue_and_down_stops_them(tmp_path):
+    stack = LocalStack(
+        StackConfig(data_dir=tmp_path / "stack", redis_port=free_port(), job_backend="celery")
+    )
+    stack.redis.start()
+    app = create_celery_app(CelerySettings(broker_url=stack.broker_url))
+    try:
+        workers = stack.start_workers()
+        for worker in workers:
+            worker.wait_ready(stack.broker_url)
+        queues = app.control.inspect(timeout=2.0).active_queues()
+        status = stack.status()
+    finally:
+        stack.down()
+        app.close()
+
+    consumed = {node.split("@")[0]: [q["name"] for q in qs] for node, qs in queues.items()}
+    assert consumed == {"gpu": ["gpu"], "cpu": ["cpu"]}
+    assert (status["worker-gpu"], status["worker-cpu"]) == ("up", "up")
+    assert not any(worker.alive() for worker in workers)
+    assert not stack.redis.is_running()
+    assert (tmp_path / "stack" / "logs" / "worker-gpu.log").exists()
