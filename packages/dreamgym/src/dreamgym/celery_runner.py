@@ -78,8 +78,8 @@ class CeleryJobRunner:
         )
 
     # -- API ------------------------------------------------------------------------------------
-    def submit(self, kind: str, config: dict[str, Any]) -> JobRecord:
-        """Validate, record and enqueue a job.
+    def submit(self, kind: str, config: dict[str, Any], team: str = "default") -> JobRecord:
+        """Validate, record and enqueue a job owned by ``team``.
 
         Raises:
             InvalidRequestError: unknown kind (param ``kind``) or invalid config.
@@ -92,7 +92,9 @@ class CeleryJobRunner:
         validator = self.validators.get(kind)
         if validator is not None:
             config = validator(config)
-        record = JobRecord(job_id=f"job-{uuid.uuid4().hex[:12]}", kind=kind, config=config)
+        record = JobRecord(
+            job_id=f"job-{uuid.uuid4().hex[:12]}", kind=kind, config=config, team=team
+        )
         queue = self.route(kind, config)
         with _available():
             self.store.create(record)

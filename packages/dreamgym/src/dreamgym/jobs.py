@@ -73,6 +73,7 @@ class JobRecord(WireModel):
         attempts: how many times the body was started (retries and redeliveries after a lost
             worker count; always 0 or 1 for the local runner).
         worker: the Celery worker that runs or ran the job (``None`` for the local runner).
+        team: the team that submitted the job (only that team can read or cancel it).
     """
 
     job_id: str
@@ -91,6 +92,7 @@ class JobRecord(WireModel):
     pid: int | None = None
     attempts: int = 0
     worker: str | None = None
+    team: str = "default"
 
 
 class JobCancelled(Exception):
@@ -161,7 +163,7 @@ class JobRunner(Protocol):
 
     root: Path
 
-    def submit(self, kind: str, config: dict[str, Any]) -> JobRecord: ...
+    def submit(self, kind: str, config: dict[str, Any], team: str = "default") -> JobRecord: ...
     def get(self, job_id: str) -> JobRecord: ...
     def list(self, state: JobState | None = None) -> list[JobRecord]: ...
     def cancel(self, job_id: str) -> JobRecord: ...
@@ -287,8 +289,8 @@ class LocalJobRunner:
         self._monitor.start()
 
     # -- API ------------------------------------------------------------------------------------
-    def submit(self, kind: str, config: dict[str, Any]) -> JobRecord:
-        """Validate and start a job.
+    def submit(self, kind: str, config: dict[str, Any], team: str = "default") -> JobRecord:
+        """Validate and start a job owned by ``team``.
 
         Raises:
             InvalidRequestError: unknown kind (param ``kind``) or invalid config (param names the
@@ -301,7 +303,9 @@ class LocalJobRunner:
         validator = self.validators.get(kind)
         if validator is not None:
             config = validator(config)
-        record = JobRecord(job_id=f"job-{uuid.uuid4().hex[:12]}", kind=kind, config=config)
+        record = JobRecord(
+            job_id=f"job-{uuid.uuid4().hex[:12]}", kind=kind, config=config, team=team
+        )
         workdir = self.root / record.job_id
         workdir.mkdir(parents=True)
         _write(workdir, record)

@@ -72,6 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             max_running=settings.max_running_jobs,
         )
         app.state.runner = runner
+        app.state.settings = settings
         app.state.with_service_urls = with_service_urls
         try:
             async with team_auth(app, settings):

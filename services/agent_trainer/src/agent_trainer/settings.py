@@ -27,6 +27,9 @@ class Settings(AuthSettings):
             must then be a path every worker sees).
         redis_url: the service's Redis.
         celery_broker_url: Celery broker and job-state Redis (default: ``redis_url``).
+        max_active_jobs_per_team: queued + running jobs one team may have (``None``: no limit);
+            one more is a 429 ``quota_exceeded`` with ``Retry-After``.
+        quota_retry_after_s: the ``Retry-After`` of that 429, seconds.
     """
 
     model_config = SettingsConfigDict(env_prefix="AGENT_TRAINER_", env_file=".env", extra="ignore")
@@ -44,6 +47,8 @@ class Settings(AuthSettings):
     job_backend: Literal["local", "celery"] = "local"
     redis_url: str | None = None
     celery_broker_url: str | None = None
+    max_active_jobs_per_team: int | None = Field(default=None, ge=1)
+    quota_retry_after_s: float = Field(default=30.0, gt=0)
 
     @property
     def job_broker_url(self) -> str | None:

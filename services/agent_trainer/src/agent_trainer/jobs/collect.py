@@ -71,13 +71,17 @@ def run(config: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         real_steps = env.num_steps_total  # type: ignore[attr-defined]
     finally:
         env.close()
-    with ReplayStoreClient(cfg.services.replay_store or "", timeout_s=300) as replay:
+    with ReplayStoreClient(
+        cfg.services.replay_store or "", timeout_s=300, api_key=cfg.services.api_key
+    ) as replay:
         for start in range(0, len(trajectories), INGEST_BATCH):
             ctx.raise_if_cancelled()
             replay.ingest(trajectories[start : start + INGEST_BATCH])
             ctx.report(0.8 + 0.15 * start / len(trajectories), "ingesting into the replay store")
     tasks = _train_tasks(cfg.environment, trajectories) + eval_tasks
-    with TaskGeneratorClient(cfg.services.task_generator or "") as task_client:
+    with TaskGeneratorClient(
+        cfg.services.task_generator or "", api_key=cfg.services.api_key
+    ) as task_client:
         registered = task_client.register_tasks(tasks)
     return {
         "trajectories": len(trajectories),

@@ -16,7 +16,9 @@ def run(config: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     """Play held-out real episodes and compare the experience model's predictions."""
     cfg = FidelityJobConfig.model_validate(config)
     ctx.report(0.1, "playing held-out real episodes")
-    with ExperienceModelClient(cfg.services.experience_model or "", timeout_s=600) as client:
+    with ExperienceModelClient(
+        cfg.services.experience_model or "", timeout_s=600, api_key=cfg.services.api_key
+    ) as client:
         return measure_fidelity(
             client,
             environment=cfg.environment,

@@ -38,6 +38,9 @@ class ServiceURLs(WireModel):
     experience_model: str | None = None
     replay_store: str | None = None
     task_generator: str | None = None
+    api_key: str | None = Field(default=None, repr=False)
+    """The submitting team's key, forwarded so the job acts as that team on the other services
+    (set by the trainer from the request; never returned by the job API)."""
 
 
 class CollectJobConfig(WireModel):

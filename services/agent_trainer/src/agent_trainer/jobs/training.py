@@ -115,10 +115,16 @@ def run_training(
             f"{metrics['rollout/success_rate']:.2f}",
         )
 
-    em = AsyncExperienceModelClient(services.experience_model or "", timeout_s=600)
+    em = AsyncExperienceModelClient(
+        services.experience_model or "", timeout_s=600, api_key=services.api_key
+    )
     with (
-        TaskGeneratorClient(services.task_generator or "", timeout_s=600) as tasks,
-        ReplayStoreClient(services.replay_store or "", timeout_s=300) as replay,
+        TaskGeneratorClient(
+            services.task_generator or "", timeout_s=600, api_key=services.api_key
+        ) as tasks,
+        ReplayStoreClient(
+            services.replay_store or "", timeout_s=300, api_key=services.api_key
+        ) as replay,
     ):
         trainer = make_trainer(
             policy=policy,

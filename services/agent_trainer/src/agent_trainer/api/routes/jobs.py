@@ -1,4 +1,9 @@
-"""Job API: submit, read, list, cancel, metrics."""
+"""Job API: submit, read, list, cancel, metrics — each job visible only to the team that owns it.
+
+Another team's job id answers 404 exactly like an unknown one; a team over its active-job quota
+gets 429 with ``Retry-After``. The submitting key is forwarded to the job (so it reads and writes
+the team's own data on the other services) and is never part of a response.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +12,15 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import Field
 
-from dreamgym.errors import ErrorResponse
+from dreamgym.errors import ErrorResponse, NotFoundError, QuotaExceededError
 from dreamgym.jobs import JobRecord, JobRunner, JobState
+from dreamgym.server.auth import TeamDep
 from dreamgym.types import WireModel
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
-_ERRORS = {code: {"model": ErrorResponse} for code in (404, 409, 422, 503)}
+_ERRORS = {code: {"model": ErrorResponse} for code in (401, 404, 409, 422, 429, 503)}
+_ACTIVE: frozenset[str] = frozenset({"queued", "running"})
 
 
 class JobSubmitRequest(WireModel):
@@ -37,34 +44,80 @@ def _runner(request: Request) -> JobRunner:
 RunnerDep = Annotated[JobRunner, Depends(_runner)]
 
 
+def public(record: JobRecord) -> JobRecord:
+    """``record`` without the forwarded API key (what every response shows)."""
+    services = record.config.get("services")
+    if not isinstance(services, dict) or "api_key" not in services:
+        return record
+    clean = {k: v for k, v in services.items() if k != "api_key"}
+    return record.model_copy(update={"config": {**record.config, "services": clean}})
+
+
+def owned(runner: JobRunner, job_id: str, team: str) -> JobRecord:
+    """The job if ``team`` owns it; another team's job is indistinguishable from a missing one.
+
+    Raises:
+        NotFoundError: unknown id, or a job of another team (404).
+    """
+    record = runner.get(job_id)
+    if record.team != team:
+        raise NotFoundError(f"job '{job_id}' does not exist", param="job_id")
+    return record
+
+
+def _presented_key(request: Request) -> str | None:
+    auth = request.headers.get("authorization", "")
+    if auth.lower().startswith("bearer ") and auth[7:].strip():
+        return auth[7:].strip()
+    return request.headers.get("x-api-key") or None
+
+
 @router.post("", response_model=JobRecord, status_code=201, responses=_ERRORS)
-def submit_job(body: JobSubmitRequest, runner: RunnerDep, request: Request) -> JobRecord:
-    """Validate the config (422 naming the field) and start the job."""
+def submit_job(
+    body: JobSubmitRequest, runner: RunnerDep, request: Request, team: TeamDep
+) -> JobRecord:
+    """Validate the config (422 naming the field) and start the job for the caller's team."""
+    settings = request.app.state.settings
+    limit = settings.max_active_jobs_per_team
+    if limit is not None:
+        active = sum(1 for r in runner.list() if r.team == team and r.state in _ACTIVE)
+        if active >= limit:
+            raise QuotaExceededError(
+                f"team '{team}' already has {active} queued or running jobs (limit {limit})",
+                retry_after_s=settings.quota_retry_after_s,
+            )
     config = request.app.state.with_service_urls(body.kind, body.config)
-    return runner.submit(body.kind, config)
+    key = _presented_key(request)
+    if key is not None and "services" in config:
+        config = {**config, "services": {**config["services"], "api_key": key}}
+    return public(runner.submit(body.kind, config, team=team))
 
 
-@router.get("", response_model=JobList)
-def list_jobs(runner: RunnerDep, state: Annotated[JobState | None, Query()] = None) -> JobList:
-    """All jobs, optionally filtered by state."""
-    jobs = runner.list(state)
+@router.get("", response_model=JobList, responses=_ERRORS)
+def list_jobs(
+    runner: RunnerDep, team: TeamDep, state: Annotated[JobState | None, Query()] = None
+) -> JobList:
+    """The caller's team's jobs, optionally filtered by state, newest first."""
+    jobs = [public(r) for r in runner.list(state) if r.team == team]
     return JobList(data=jobs, count=len(jobs))
 
 
 @router.get("/{job_id}", response_model=JobRecord, responses=_ERRORS)
-def get_job(job_id: str, runner: RunnerDep) -> JobRecord:
+def get_job(job_id: str, runner: RunnerDep, team: TeamDep) -> JobRecord:
     """State, progress, latest metrics, checkpoint, result or error."""
-    return runner.get(job_id)
+    return public(owned(runner, job_id, team))
 
 
 @router.post("/{job_id}/cancel", response_model=JobRecord, responses=_ERRORS)
-def cancel_job(job_id: str, runner: RunnerDep) -> JobRecord:
+def cancel_job(job_id: str, runner: RunnerDep, team: TeamDep) -> JobRecord:
     """Request cancellation (the job stops at its next check, or is terminated)."""
-    return runner.cancel(job_id)
+    owned(runner, job_id, team)
+    return public(runner.cancel(job_id))
 
 
 @router.get("/{job_id}/metrics", responses=_ERRORS)
-def job_metrics(job_id: str, runner: RunnerDep) -> dict[str, Any]:
+def job_metrics(job_id: str, runner: RunnerDep, team: TeamDep) -> dict[str, Any]:
     """Every metrics row the job logged (training curve)."""
+    owned(runner, job_id, team)
     rows = runner.metrics(job_id)
     return {"data": rows, "count": len(rows)}
