@@ -3,7 +3,9 @@
 ``create_app(settings)`` returns a FastAPI app whose lifespan loads the LLM backend (in a worker
 thread), connects the replay-store retriever, builds the :class:`EpisodeService` and starts a
 reaper that expires idle episodes. Routes: ``/v1/episodes`` (reset/step/get/close),
-``/v1/transitions:predict``, ``/v1/model``, ``/v1/model:reload``, ``/healthz``, ``/readyz``.
+``/v1/transitions:predict``, ``/v1/model``, ``/v1/model:reload``, ``/metrics`` (Prometheus),
+``/healthz``, ``/readyz``. Every response carries ``X-Request-ID`` (the client's, or a new one),
+and log lines written while handling a request carry its ``request_id``.
 """
 
 from __future__ import annotations
@@ -21,10 +23,16 @@ from starlette.concurrency import run_in_threadpool
 
 from dreamgym.experience_types import ModelInfo
 from dreamgym.llm.base import LLMBackend
-from dreamgym.server import configure_logging, health_router, install_error_handlers
+from dreamgym.server import (
+    RequestIdMiddleware,
+    configure_logging,
+    health_router,
+    install_error_handlers,
+)
 from experience_model import __version__
 from experience_model.adapters.backends import build_backend
-from experience_model.api.routes import episodes, model, training, transitions
+from experience_model.adapters.metrics import ServingMetrics
+from experience_model.api.routes import episodes, metrics, model, training, transitions
 from experience_model.domain.episodes import InMemoryEpisodeStore
 from experience_model.domain.prompts import FORMAT_VERSION, PromptOptions
 from experience_model.domain.service import EpisodeService
@@ -64,6 +72,12 @@ class Runtime:
             max_episodes=settings.max_live_episodes,
             finished_ttl_s=settings.finished_episode_ttl_s,
         )
+        self.metrics = ServingMetrics(
+            queue_depth=lambda: self.episodes.batcher.queue_depth,
+            live_episodes=self.live_episodes,
+            parse_failures=lambda: self.model.parse_failures,
+            generated_tokens=lambda: self.model.generated_tokens,
+        )
         self.episodes = EpisodeService(
             self.store,
             self.model,
@@ -74,7 +88,13 @@ class Runtime:
             max_wait_s=settings.max_batch_wait_ms / 1000.0,
             max_queue=settings.max_queue,
             idle_s=settings.batch_idle_ms / 1000.0,
+            observer=self.metrics,
         )
+
+    def live_episodes(self) -> int:
+        """Live episodes: the store's ``live_count()`` when it has one, else its length."""
+        live_count = getattr(self.store, "live_count", None)
+        return int(live_count()) if callable(live_count) else len(self.store)
 
     def reload(self, model_path: str) -> None:
         """Swap in a new checkpoint; in-flight batches finish on the old one."""
@@ -177,6 +197,7 @@ def create_app(
         "predicts from task, history, action and retrieved real transitions (arXiv 2511.03773).",
     )
     install_error_handlers(app)
+    app.add_middleware(RequestIdMiddleware)
 
     def _loaded(request: Request) -> str | None:
         return None if getattr(request.app.state, "runtime", None) else "model not loaded"
@@ -186,4 +207,5 @@ def create_app(
     app.include_router(transitions.router)
     app.include_router(model.router)
     app.include_router(training.router)
+    app.include_router(metrics.router)
     return app

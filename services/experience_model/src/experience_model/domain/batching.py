@@ -7,12 +7,15 @@ retrieval call, one ``generate`` over the batch). The queue is bounded:
 :meth:`MicroBatcher.submit` raises :class:`~dreamgym.errors.CapacityError` (429) when it is full,
 so overload is answered honestly instead of growing latency without bound. A caller that goes
 away (client disconnect, timeout) cancels its future and its item is skipped if not yet started.
+The worker runs in a fresh ``contextvars`` context, so its log lines never carry the request id
+of whichever request happened to start it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -53,6 +56,7 @@ class MicroBatcher(Generic[In, Out]):
         idle_s: stop collecting early when no new item arrived for this long (seconds); bursts
             from a trainer (all of a group's steps at once) land in one batch, while a lone
             client waits at most ``idle_s``.
+        on_batch: called with the size of every batch handed to ``process`` (metrics).
     """
 
     def __init__(
@@ -63,6 +67,7 @@ class MicroBatcher(Generic[In, Out]):
         max_wait_s: float = 0.005,
         max_queue: int = 4096,
         idle_s: float | None = None,
+        on_batch: Callable[[int], None] | None = None,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
@@ -75,6 +80,7 @@ class MicroBatcher(Generic[In, Out]):
         self.idle_s = max_wait_s if idle_s is None else min(idle_s, max_wait_s)
         self._queue: asyncio.Queue[tuple[In, asyncio.Future[Out]]] | None = None
         self._worker: asyncio.Task[None] | None = None
+        self._on_batch = on_batch
         self.stats = BatchStats()
 
     @property
@@ -86,7 +92,9 @@ class MicroBatcher(Generic[In, Out]):
         """Start the worker task on the running event loop (idempotent)."""
         if self._worker is None or self._worker.done():
             self._queue = asyncio.Queue(maxsize=self.max_queue)
-            self._worker = asyncio.get_running_loop().create_task(self._run())
+            self._worker = asyncio.get_running_loop().create_task(
+                self._run(), context=contextvars.Context()
+            )
 
     async def stop(self) -> None:
         """Cancel the worker; queued items fail with ``CancelledError``."""
@@ -119,35 +127,49 @@ class MicroBatcher(Generic[In, Out]):
             ) from None
         return await future
 
+    def _live(self, entry: tuple[In, asyncio.Future[Out]]) -> bool:
+        """False for an item whose caller already went away (it is dropped, never generated)."""
+        if entry[1].done():
+            self.stats.skipped_cancelled += 1
+            return False
+        return True
+
     async def _collect(self) -> list[tuple[In, asyncio.Future[Out]]]:
         assert self._queue is not None
-        batch = [await self._queue.get()]
+        batch: list[tuple[In, asyncio.Future[Out]]] = []
+        while not batch:  # abandoned items neither open a batch nor take a place in one
+            entry = await self._queue.get()
+            if self._live(entry):
+                batch.append(entry)
         deadline = time.monotonic() + self.max_wait_s
         while len(batch) < self.max_batch_size:
             remaining = min(deadline - time.monotonic(), self.idle_s)
             try:
                 if remaining <= 0:
-                    batch.append(self._queue.get_nowait())
+                    entry = self._queue.get_nowait()
                 else:
-                    batch.append(await asyncio.wait_for(self._queue.get(), remaining))
+                    entry = await asyncio.wait_for(self._queue.get(), remaining)
             except (asyncio.QueueEmpty, TimeoutError):
                 break
             except asyncio.CancelledError:  # stopped while gathering: release the callers
                 for _, future in batch:
                     future.cancel()
                 raise
+            if self._live(entry):
+                batch.append(entry)
         return batch
 
     async def _run(self) -> None:
         while True:
             batch = await self._collect()
-            live = [(item, fut) for item, fut in batch if not fut.done()]
-            self.stats.skipped_cancelled += len(batch) - len(live)
+            live = [entry for entry in batch if self._live(entry)]
             if not live:
                 continue
             self.stats.batches += 1
             self.stats.items += len(live)
             self.stats.last_batch_size = len(live)
+            if self._on_batch is not None:
+                self._on_batch(len(live))
             try:
                 results = await self._process([item for item, _ in live])
             except asyncio.CancelledError:  # stopped mid-batch: release the callers

@@ -8,22 +8,49 @@ limit, ``won`` is ``terminated and reward > 0`` (outcome reward, paper §4.1.1).
 A step that fails (malformed output after retries, deadline exceeded, capacity) leaves the episode
 exactly as it was, so the client can retry the step or mask the rollout. Two concurrent steps on
 the same episode are refused with 409 rather than interleaved.
+
+Every step ends with one call to the optional :class:`StepObserver` (outcome and latency) and one
+log record carrying ``episode_id``; every model batch is reported to it too (metrics).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
+import time
 from dataclasses import dataclass
+from typing import Protocol
 
-from dreamgym.errors import ConflictError, MalformedTransitionError, StepTimeoutError
+from dreamgym.errors import (
+    ConflictError,
+    DreamGymError,
+    MalformedTransitionError,
+    StepTimeoutError,
+)
 from dreamgym.types import AbstractState, Task, Transition
 from experience_model.domain.batching import MicroBatcher
 from experience_model.domain.episodes import Episode, EpisodeStore, new_episode_id
 from experience_model.domain.prompts import HistoryStep
 from experience_model.domain.simulator import ExperienceModel, StepPrediction, StepQuery
 
-__all__ = ["EpisodeService", "StepOutcome"]
+__all__ = ["EpisodeService", "StepObserver", "StepOutcome"]
+
+logger = logging.getLogger(__name__)
+
+
+class StepObserver(Protocol):
+    """Receives what happened to each step and batch (implemented by the metrics adapter)."""
+
+    def step_finished(self, outcome: str, latency_s: float) -> None:
+        """A step ended: ``outcome`` is ``"ok"``, an error type (``"malformed_transition"``,
+        ``"step_timeout"``, ``"capacity_reached"``, ``"episode_not_found"``...), ``"cancelled"``
+        (client gone) or ``"internal_error"``; ``latency_s`` is wall time in seconds."""
+        ...
+
+    def batch_formed(self, size: int) -> None:
+        """A batch of ``size`` steps was handed to the model."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -48,7 +75,8 @@ class EpisodeService:
         default_max_steps: step limit when a reset does not give one.
         max_steps_limit: largest step limit a reset may ask for.
         step_timeout_s: deadline of one step (504 after it; the episode stays usable).
-        max_batch_size / max_wait_s / max_queue: micro-batching bounds.
+        max_batch_size / max_wait_s / max_queue / idle_s: micro-batching bounds.
+        observer: optional receiver of step outcomes and batch sizes (metrics).
     """
 
     def __init__(
@@ -63,6 +91,7 @@ class EpisodeService:
         max_wait_s: float = 0.005,
         max_queue: int = 4096,
         idle_s: float | None = None,
+        observer: StepObserver | None = None,
     ) -> None:
         self.store = store
         self.model = model
@@ -75,7 +104,9 @@ class EpisodeService:
             max_wait_s=max_wait_s,
             max_queue=max_queue,
             idle_s=idle_s,
+            on_batch=observer.batch_formed if observer is not None else None,
         )
+        self.observer = observer
         self._in_flight: set[str] = set()
         self._lock = threading.Lock()
 
@@ -145,16 +176,45 @@ class EpisodeService:
             EpisodeNotFoundError (404), EpisodeFinishedError (409), ConflictError (409, concurrent
             step), CapacityError (429), StepTimeoutError (504), MalformedTransitionError (502).
         """
-        episode = self.store.get(episode_id)
-        episode.ensure_running()
-        self._claim(episode_id)
+        start = time.perf_counter()
+        outcome = "internal_error"
         try:
-            prediction = await self._predict_one(episode, action, seed)
-            self.store.get(episode_id)  # 404 if closed or expired meanwhile: do not resurrect it
-            return self._apply(episode, action, prediction)
+            episode = self.store.get(episode_id)
+            episode.ensure_running()
+            self._claim(episode_id)
+            try:
+                prediction = await self._predict_one(episode, action, seed)
+                self.store.get(episode_id)  # 404 if closed or expired meanwhile: no resurrection
+                result = self._apply(episode, action, prediction)
+            finally:
+                with self._lock:
+                    self._in_flight.discard(episode_id)
+            outcome = "ok"
+            return result
+        except DreamGymError as exc:
+            outcome = exc.error_type
+            raise
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
         finally:
-            with self._lock:
-                self._in_flight.discard(episode_id)
+            self._report(episode_id, outcome, time.perf_counter() - start)
+
+    def _report(self, episode_id: str, outcome: str, latency_s: float) -> None:
+        if self.observer is not None:
+            self.observer.step_finished(outcome, latency_s)
+        level = logging.DEBUG if outcome == "ok" else logging.INFO
+        if logger.isEnabledFor(level):
+            logger.log(
+                level,
+                "episode step %s",
+                outcome,
+                extra={
+                    "episode_id": episode_id,
+                    "outcome": outcome,
+                    "latency_ms": round(latency_s * 1000.0, 2),
+                },
+            )
 
     async def step_many(
         self, items: list[tuple[str, str, int | None]]
