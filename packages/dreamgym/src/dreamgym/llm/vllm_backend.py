@@ -133,7 +133,8 @@ class VLLMAsyncBackend:
 
     async def agenerate(self, prompts: list[str], params: list[SamplingParams]) -> list[Completion]:
         """Generate on the engine's loop (all prompts in flight at once)."""
-        return list(await asyncio.gather(*(self._one(t, p) for t, p in zip(prompts, params, strict=True))))
+        pairs = zip(prompts, params, strict=True)
+        return list(await asyncio.gather(*(self._one(t, p) for t, p in pairs)))
 
     def generate(self, prompts: list[str], params: list[SamplingParams]) -> list[Completion]:
         """Generate one completion per prompt (blocking; call from a worker thread).

@@ -24,36 +24,37 @@ __all__ = [
     "reset_log_context",
 ]
 
-_CONTEXT: ContextVar[Mapping[str, str]] = ContextVar("dreamgym_log_context", default={})
+_CONTEXT: ContextVar[Mapping[str, str] | None] = ContextVar("dreamgym_log_context", default=None)
 
 
-def bind_log_context(**fields: str) -> Token[Mapping[str, str]]:
+def bind_log_context(**fields: str) -> Token[Mapping[str, str] | None]:
     """Add ``fields`` to every record logged from the current context (task/request).
 
     Returns:
         A token for :func:`reset_log_context`; contexts end with their task anyway.
     """
-    return _CONTEXT.set({**_CONTEXT.get(), **fields})
+    return _CONTEXT.set({**log_context(), **fields})
 
 
-def reset_log_context(token: Token[Mapping[str, str]]) -> None:
+def reset_log_context(token: Token[Mapping[str, str] | None]) -> None:
     """Undo a :func:`bind_log_context`."""
     _CONTEXT.reset(token)
 
 
 def log_context() -> Mapping[str, str]:
     """The fields bound to the current context (``request_id``, ``episode_id``...)."""
-    return _CONTEXT.get()
+    return _CONTEXT.get() or {}
 
 
 class ContextFilter(logging.Filter):
     """Copy the bound context fields onto each record (explicit ``extra=`` values win)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        for key, value in _CONTEXT.get().items():
+        for key, value in log_context().items():
             if not hasattr(record, key):
                 setattr(record, key, value)
         return True
+
 
 _RESERVED = set(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime"}
 

@@ -4,16 +4,18 @@ One :class:`ServingMetrics` per app, on its own :class:`~prometheus_client.Colle
 (several apps in one test process never collide). It is the :class:`StepObserver` of the
 episode service and reads the rest at scrape time:
 
-| metric | type | meaning |
-|---|---|---|
-| ``experience_model_steps_total{outcome}`` | counter | finished steps by outcome (``ok``, ``malformed_transition``, ``step_timeout``, ``capacity_reached``, ``cancelled``...); steps/s = ``rate()`` |
-| ``experience_model_step_latency_seconds`` | histogram | wall time of steps that reached the model (ok, 502, 504) |
-| ``experience_model_batch_size`` | histogram | steps per model batch |
-| ``experience_model_queue_depth`` | gauge | steps waiting for a batch |
-| ``experience_model_live_episodes`` | gauge | live episodes in the store |
-| ``experience_model_parse_failures_total`` | counter | unparseable completions (each retry counts) |
-| ``experience_model_generated_tokens_total`` | counter | completion tokens; tokens/s = ``rate()`` |
-| ``process_*`` | various | resident memory, CPU seconds, open fds of the server process |
+- ``experience_model_steps_total{outcome}`` (counter): finished steps by outcome (``ok``,
+  ``malformed_transition``, ``step_timeout``, ``capacity_reached``, ``cancelled``...);
+  steps/s is its ``rate()``;
+- ``experience_model_step_latency_seconds`` (histogram): wall time of steps that reached the
+  model (ok, 502, 504);
+- ``experience_model_batch_size`` (histogram): steps per model batch;
+- ``experience_model_queue_depth`` (gauge): steps waiting for a batch;
+- ``experience_model_live_episodes`` (gauge): live episodes in the store;
+- ``experience_model_parse_failures_total`` (counter): unparseable completions (each attempt);
+- ``experience_model_generated_tokens_total`` (counter): completion tokens; tokens/s is its
+  ``rate()``;
+- ``process_*``: resident memory, CPU seconds, open fds of the server process.
 """
 
 from __future__ import annotations
