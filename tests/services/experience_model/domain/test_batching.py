@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 
 import pytest
 
@@ -194,3 +195,55 @@ async def test_batcher_stop_cancels_in_flight_and_queued_callers():
     done, pending = await asyncio.wait([in_flight, queued], timeout=2.0)
     assert pending == set(), "callers still waiting after stop()"
     assert in_flight.cancelled() and queued.cancelled()
+
+
+async def test_batcher_abandoned_items_do_not_take_places_in_a_batch(stopper):
+    gate = asyncio.Event()
+    process = Recorder(gate=gate)
+    batcher = MicroBatcher(process, max_batch_size=2, max_wait_s=0.2)
+    stopper(batcher)
+    first = asyncio.create_task(batcher.submit(1))
+    await process.started.wait()  # the worker holds [1]
+    abandoned = asyncio.create_task(batcher.submit(2))
+    live = [asyncio.create_task(batcher.submit(i)) for i in (3, 4)]
+    await asyncio.sleep(0)
+    abandoned.cancel()
+    await asyncio.sleep(0)
+
+    gate.set()
+
+    assert await first == 2
+    assert await asyncio.gather(*live) == [6, 8]
+    assert process.batches == [[1], [3, 4]]  # not [[1], [3], [4]]: 2 took no place
+    assert batcher.stats.skipped_cancelled == 1
+
+
+async def test_batcher_reports_each_batch_size_to_on_batch(stopper):
+    sizes: list[int] = []
+    batcher = MicroBatcher(Recorder(), max_batch_size=3, max_wait_s=0.05, on_batch=sizes.append)
+    stopper(batcher)
+
+    await asyncio.gather(*(batcher.submit(i) for i in range(7)))
+
+    assert sum(sizes) == 7 and max(sizes) <= 3
+    assert sizes == [len(b) for b in batcher._process.batches]
+
+
+async def test_batcher_worker_does_not_inherit_the_first_callers_context(stopper):
+    request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("rid", default=None)
+    seen: list[str | None] = []
+
+    async def process(items):
+        seen.append(request_id.get())
+        return items
+
+    batcher = MicroBatcher(process, max_batch_size=1, max_wait_s=0.0)
+    stopper(batcher)
+
+    async def call_as(rid: str, item: int) -> int:
+        request_id.set(rid)
+        return await batcher.submit(item)
+
+    assert await asyncio.create_task(call_as("first", 1)) == 1
+    assert await asyncio.create_task(call_as("second", 2)) == 2
+    assert seen == [None, None]
