@@ -6,6 +6,8 @@ distribution over a 49k vocabulary makes seeded samples very sensitive to the se
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -185,3 +187,22 @@ def test_sample_next_tokens_seeded_generators_reproduce():
 
     assert draw() == draw()
     assert len(set(draw())) > 1
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_generate_on_cuda_seeded_rows_reproduce_alone_or_in_batch(loaded):
+    model, tokenizer = loaded
+    cuda = TransformersBackend(
+        model=copy.deepcopy(model).to("cuda"), tokenizer=tokenizer, device="cuda"
+    )
+
+    (alone,) = cuda.generate([PROMPT], [sample(7)])
+    batch = cuda.generate([OTHERS[0], PROMPT, OTHERS[1]], [sample(1), sample(7), sample(2)])
+    (other,) = cuda.generate([PROMPT], [sample(8)])
+    greedy = [cuda.generate([PROMPT], [sample(None, temperature=0.0)])[0] for _ in range(2)]
+
+    assert alone.num_completion_tokens > 0
+    assert batch[1].text == alone.text
+    assert other.text != alone.text
+    assert greedy[0].text == greedy[1].text

@@ -112,7 +112,7 @@ class Runtime:
             retrieval_k=self.settings.retrieval_k,
             retrieval_source=self.settings.retrieval_source,
             history_length=self.settings.history_length,
-            live_episodes=len(self.store),
+            live_episodes=self.live_episodes(),
         )
 
 
@@ -185,6 +185,9 @@ def create_app(
             with contextlib.suppress(asyncio.CancelledError):
                 await reaper
             await runtime.episodes.batcher.stop()
+            close = getattr(runtime.model.backend, "close", None)
+            if backend is None and callable(close):  # built here (HTTP pool, vLLM engine)
+                await run_in_threadpool(close)
             if client is not None:
                 await client.aclose()
             app.state.training_runner.shutdown()

@@ -189,7 +189,7 @@ class TransformersBackend:
     def _generator(self, seed: int | None) -> torch.Generator | None:
         if seed is None:
             return None
-        gen = torch.Generator(device="cpu")
+        gen = torch.Generator(device=self.device)  # multinomial needs it on the logits' device
         gen.manual_seed(int(seed) % (2**63))
         return gen
 
