@@ -98,7 +98,8 @@ def service(env: dict[str, str], workdir: Path, name: str) -> Iterator[tuple[str
         deadline = time.monotonic() + 180.0
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"service exited with {proc.returncode}; see {log.name}")
+                tail = Path(log.name).read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"service exited with {proc.returncode}:\n{tail}")
             with contextlib.suppress(httpx.HTTPError):
                 if httpx.get(f"{url}/readyz", timeout=2.0).status_code == 200:
                     break
