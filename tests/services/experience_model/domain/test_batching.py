@@ -247,3 +247,56 @@ async def test_batcher_worker_does_not_inherit_the_first_callers_context(stopper
     assert await asyncio.create_task(call_as("first", 1)) == 1
     assert await asyncio.create_task(call_as("second", 2)) == 2
     assert seen == [None, None]
+
+
+async def _round(batcher: MicroBatcher, keys, delays_s) -> list[int]:
+    """Each caller submits after its delay; returns the results."""
+
+    async def caller(i: int, key, delay_s: float) -> int:
+        await asyncio.sleep(delay_s)
+        return await batcher.submit(i, key=key)
+
+    pairs = enumerate(zip(keys, delays_s, strict=True))
+    return await asyncio.gather(*(caller(i, k, d) for i, (k, d) in pairs))
+
+
+@pytest.mark.parametrize(("keyed", "second_round"), [(True, [4]), (False, [1, 1, 1, 1])])
+async def test_batcher_waits_for_callers_it_just_answered(stopper, keyed, second_round):
+    process = Recorder()
+    batcher = MicroBatcher(process, max_batch_size=8, max_wait_s=0.5, idle_s=0.005)
+    stopper(batcher)
+    keys = ["a", "b", "c", "d"] if keyed else [None] * 4
+
+    await _round(batcher, keys, [0.0] * 4)  # one burst: one batch
+    await _round(batcher, keys, [0.0, 0.03, 0.06, 0.09])  # they come back slower than idle_s
+
+    assert [len(b) for b in process.batches] == [4, *second_round]
+
+
+async def test_batcher_does_not_wait_for_forgotten_callers(stopper):
+    process = Recorder()
+    batcher = MicroBatcher(process, max_batch_size=8, max_wait_s=2.0, idle_s=0.005)
+    stopper(batcher)
+    await _round(batcher, ["a", "b"], [0.0, 0.0])
+    batcher.forget("b")  # b's episode ended
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+
+    await batcher.submit(1, key="a")
+
+    assert loop.time() - start < 1.0
+    assert [len(b) for b in process.batches] == [2, 1]
+
+
+async def test_batcher_waits_for_a_returning_caller_at_most_max_wait(stopper):
+    process = Recorder()
+    batcher = MicroBatcher(process, max_batch_size=8, max_wait_s=0.3, idle_s=0.005)
+    stopper(batcher)
+    await _round(batcher, ["a", "gone"], [0.0, 0.0])
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+
+    await batcher.submit(1, key="a")  # "gone" never comes back
+
+    assert 0.2 <= loop.time() - start < 2.0
+    assert [len(b) for b in process.batches] == [2, 1]

@@ -3,7 +3,15 @@
 Concurrent ``/step`` calls from different episodes are queued; a single worker task takes up to
 ``max_batch_size`` items — after the first one arrives it keeps collecting while items keep coming
 (no gap longer than ``idle_s``), for at most ``max_wait_s`` — and processes them together (one
-retrieval call, one ``generate`` over the batch). The queue is bounded:
+retrieval call, one ``generate`` over the batch).
+
+Returning callers: an item may carry a ``key`` (the episode id). A key whose result was delivered
+less than ``max_wait_s`` ago is expected back (a rollout worker steps its episode again as soon
+as it has the observation), so while such keys are missing from the batch being gathered the
+worker waits for them — up to ``max_wait_s``, not just ``idle_s``. Without this, clients whose
+answers went out while the next batch was already being gathered come back a few milliseconds
+late and the batches settle into alternating halves. :meth:`MicroBatcher.forget` drops a key
+whose episode ended. The queue is bounded:
 :meth:`MicroBatcher.submit` raises :class:`~dreamgym.errors.CapacityError` (429) when it is full,
 so overload is answered honestly instead of growing latency without bound. A caller that goes
 away (client disconnect, timeout) cancels its future and its item is skipped if not yet started.
@@ -18,7 +26,7 @@ import contextlib
 import contextvars
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -42,6 +50,10 @@ class BatchStats:
     rejected_full: int = 0
     last_batch_size: int = 0
     batch_sizes: list[int] = field(default_factory=list)
+
+
+# A queued item: (item, the caller's future, the caller's key or None).
+_Entry = tuple[In, "asyncio.Future[Out]", Hashable | None]
 
 
 class MicroBatcher(Generic[In, Out]):
@@ -78,7 +90,8 @@ class MicroBatcher(Generic[In, Out]):
         self.max_wait_s = max_wait_s
         self.max_queue = max_queue
         self.idle_s = max_wait_s if idle_s is None else min(idle_s, max_wait_s)
-        self._queue: asyncio.Queue[tuple[In, asyncio.Future[Out]]] | None = None
+        self._queue: asyncio.Queue[_Entry[In, Out]] | None = None
+        self._returning: dict[Hashable, float] = {}  # key -> monotonic time its result went out
         self._worker: asyncio.Task[None] | None = None
         self._on_batch = on_batch
         self.stats = BatchStats()
@@ -104,11 +117,19 @@ class MicroBatcher(Generic[In, Out]):
                 await self._worker
             self._worker = None
         while self._queue is not None and not self._queue.empty():
-            _, future = self._queue.get_nowait()
-            future.cancel()
+            self._queue.get_nowait()[1].cancel()
 
-    async def submit(self, item: In) -> Out:
+    def forget(self, key: Hashable) -> None:
+        """Stop expecting ``key`` back (its episode ended or was closed)."""
+        self._returning.pop(key, None)
+
+    async def submit(self, item: In, key: Hashable | None = None) -> Out:
         """Queue ``item`` and wait for its result.
+
+        Args:
+            item: what ``process`` gets.
+            key: the caller's identity (episode id), if it is likely to submit again right after
+                its result (see the module docstring); ``None`` for one-off items.
 
         Raises:
             CapacityError: the queue is full (429, ``Retry-After`` 1 s).
@@ -118,7 +139,7 @@ class MicroBatcher(Generic[In, Out]):
         assert self._queue is not None
         future: asyncio.Future[Out] = asyncio.get_running_loop().create_future()
         try:
-            self._queue.put_nowait((item, future))
+            self._queue.put_nowait((item, future, key))
         except asyncio.QueueFull:
             self.stats.rejected_full += 1
             raise CapacityError(
@@ -127,23 +148,46 @@ class MicroBatcher(Generic[In, Out]):
             ) from None
         return await future
 
-    def _live(self, entry: tuple[In, asyncio.Future[Out]]) -> bool:
+    def _live(self, entry: _Entry[In, Out]) -> bool:
         """False for an item whose caller already went away (it is dropped, never generated)."""
         if entry[1].done():
             self.stats.skipped_cancelled += 1
             return False
         return True
 
-    async def _collect(self) -> list[tuple[In, asyncio.Future[Out]]]:
+    def _take(self, entry: _Entry[In, Out], batch: list[_Entry[In, Out]]) -> None:
+        if self._live(entry):
+            batch.append(entry)
+            if entry[2] is not None:
+                self._returning.pop(entry[2], None)
+
+    def _expected_until(self, now: float) -> float:
+        """Latest time a recently answered key is still expected back (``0`` if none is).
+
+        ``_returning`` is kept in answer-time order, so expired keys are at its front and the
+        latest answer is its last value.
+        """
+        horizon = now - self.max_wait_s
+        while self._returning:
+            oldest = next(iter(self._returning))
+            if self._returning[oldest] >= horizon:
+                break
+            del self._returning[oldest]
+        if not self._returning:
+            return 0.0
+        return next(reversed(self._returning.values())) + self.max_wait_s
+
+    async def _collect(self) -> list[_Entry[In, Out]]:
         assert self._queue is not None
-        batch: list[tuple[In, asyncio.Future[Out]]] = []
+        batch: list[_Entry[In, Out]] = []
         while not batch:  # abandoned items neither open a batch nor take a place in one
-            entry = await self._queue.get()
-            if self._live(entry):
-                batch.append(entry)
+            self._take(await self._queue.get(), batch)
         deadline = time.monotonic() + self.max_wait_s
         while len(batch) < self.max_batch_size:
-            remaining = min(deadline - time.monotonic(), self.idle_s)
+            now = time.monotonic()
+            expected = self._expected_until(now)  # callers just answered are waited for
+            until = min(deadline, expected if expected > now else now + self.idle_s)
+            remaining = until - now
             try:
                 if remaining <= 0:
                     entry = self._queue.get_nowait()
@@ -152,11 +196,10 @@ class MicroBatcher(Generic[In, Out]):
             except (asyncio.QueueEmpty, TimeoutError):
                 break
             except asyncio.CancelledError:  # stopped while gathering: release the callers
-                for _, future in batch:
-                    future.cancel()
+                for entry in batch:
+                    entry[1].cancel()
                 raise
-            if self._live(entry):
-                batch.append(entry)
+            self._take(entry, batch)
         return batch
 
     async def _run(self) -> None:
@@ -171,15 +214,19 @@ class MicroBatcher(Generic[In, Out]):
             if self._on_batch is not None:
                 self._on_batch(len(live))
             try:
-                results = await self._process([item for item, _ in live])
+                results = await self._process([entry[0] for entry in live])
             except asyncio.CancelledError:  # stopped mid-batch: release the callers
-                for _, fut in live:
-                    fut.cancel()
+                for entry in live:
+                    entry[1].cancel()
                 raise
             except Exception as exc:  # the whole batch failed: every caller gets the error
                 logger.exception("batch of %d failed", len(live))
                 results = [exc] * len(live)
-            for (_, fut), result in zip(live, results, strict=True):
+            answered_at = time.monotonic()
+            for (_, fut, key), result in zip(live, results, strict=True):
+                if key is not None:
+                    self._returning.pop(key, None)  # re-insert: keeps answer-time order
+                    self._returning[key] = answered_at
                 if fut.done():
                     continue
                 if isinstance(result, BaseException):

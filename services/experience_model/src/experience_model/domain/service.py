@@ -159,6 +159,7 @@ class EpisodeService:
 
     def close(self, episode_id: str) -> bool:
         """Forget the episode; True if it existed."""
+        self.batcher.forget(episode_id)
         return self.store.delete(episode_id)
 
     def _claim(self, episode_id: str) -> None:
@@ -248,7 +249,9 @@ class EpisodeService:
             seed=step_seed,
         )
         try:
-            result = await asyncio.wait_for(self.batcher.submit(query), self.step_timeout_s)
+            result = await asyncio.wait_for(
+                self.batcher.submit(query, key=ep.episode_id), self.step_timeout_s
+            )
         except TimeoutError:
             raise StepTimeoutError(
                 f"step exceeded its {self.step_timeout_s:.0f}s deadline; the episode is unchanged"
@@ -282,4 +285,6 @@ class EpisodeService:
         )
         ep.terminated, ep.truncated = p.terminated, truncated
         self.store.save(ep)
+        if ep.done:  # no next step will come: the batcher need not wait for one
+            self.batcher.forget(ep.episode_id)
         return StepOutcome(episode=ep, transition=transition, prediction=p)
