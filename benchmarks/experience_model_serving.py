@@ -6,7 +6,8 @@ Default mode — for each concurrency level (default 1 8 32 128), in one run:
   real ``python -m experience_model`` uvicorn process on loopback, transformers backend, tiny
   model; steps/s, p50/p99 step latency, mean model batch size (from ``/metrics``);
 - **direct**: the same model (same spec and seed, so the same weights) driven in this process
-  with ``backend.generate`` at batch size = concurrency, on the exact prompt the service builds;
+  with ``backend.generate`` at batch size = concurrency, on the exact prompt the service builds,
+  from a worker thread as the service calls it;
 - **ratio** service/direct steps/s, measured in the same run, interleaved level by level;
 
 then the service's own overhead: p50 per step with the no-op (``fake``) backend at concurrency 1.
@@ -42,6 +43,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -218,16 +220,26 @@ async def service_level(url: str, concurrency: int, steps: int, max_steps: int) 
 
 
 def direct_level(backend: Any, prompt: str, concurrency: int, steps: int, params: dict) -> dict:
-    """The same model at batch size ``concurrency``: ``steps`` batches (plus one warm-up)."""
+    """The same model at batch size ``concurrency``: ``steps`` batches (plus one warm-up).
+
+    Runs in a worker thread, as the service calls its backend (``run_in_threadpool``): torch's
+    intra-op threading behaves differently on the main thread (on a loaded 2-core machine it was
+    8x slower there), which would distort the ratio.
+    """
     rows = [SamplingParams(seed=i * 1009, **params) for i in range(concurrency)]
-    backend.generate([prompt] * concurrency, rows)  # warm-up
-    latencies = []
-    start = time.perf_counter()
-    for _ in range(steps):
-        t = time.perf_counter()
-        backend.generate([prompt] * concurrency, rows)
-        latencies.append(time.perf_counter() - t)
-    wall = time.perf_counter() - start
+
+    def timed() -> tuple[list[float], float]:
+        backend.generate([prompt] * concurrency, rows)  # warm-up
+        latencies = []
+        start = time.perf_counter()
+        for _ in range(steps):
+            t = time.perf_counter()
+            backend.generate([prompt] * concurrency, rows)
+            latencies.append(time.perf_counter() - t)
+        return latencies, time.perf_counter() - start
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        latencies, wall = pool.submit(timed).result()
     return {
         "direct_steps_per_s": concurrency * steps / wall,
         "direct_p50_ms": float(np.percentile(latencies, 50) * 1000),
@@ -314,8 +326,9 @@ def throughput(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 def print_header(args: argparse.Namespace) -> None:
     load = os.getloadavg()
     print(f"model {args.model}, {args.max_new_tokens} new tokens, temperature {args.temperature}, "
-          f"{args.steps} steps per client; {os.cpu_count()} CPUs, load average "
-          f"{load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f} at start")  # fmt: skip
+          f"{args.steps} steps per client; {len(os.sched_getaffinity(0))} CPUs, load average "
+          f"{load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f} at start, "
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")  # fmt: skip
     print("\n| concurrency | service steps/s | p50 ms | p99 ms | mean batch | statuses "
           "| direct steps/s | direct p50 ms | direct p99 ms | service/direct |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -488,6 +501,10 @@ def load_test(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 
 
 def main() -> None:
+    # OpenMP threads that spin while waiting make torch erratic (up to 10x slower) on a CPU that
+    # other processes share; the service and the direct run get the same passive policy unless
+    # the caller sets one. Must be set before torch is imported (it is imported lazily).
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 128])
     p.add_argument("--steps", type=int, default=30, help="measured steps per client per level")
