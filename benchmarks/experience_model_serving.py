@@ -36,6 +36,7 @@ import asyncio
 import contextlib
 import json
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -480,7 +481,16 @@ def memory_verdict(samples: list[dict], tolerance: float) -> dict[str, Any]:
     }
 
 
+def raise_open_file_limit(needed: int) -> None:
+    """Lift the soft fd limit toward the hard one (each episode holds a socket on both ends)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
 def load_test(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    raise_open_file_limit(2 * args.episodes + 256)  # the service process inherits it
     env = {
         "EXPERIENCE_MODEL_BACKEND": args.backend,
         "EXPERIENCE_MODEL_MODEL_PATH": args.model,
