@@ -38,6 +38,10 @@ __all__ = ["EpisodeService", "StepObserver", "StepOutcome"]
 
 logger = logging.getLogger(__name__)
 
+# Step outcomes worth an INFO line; ok and client errors (404, 409, 429) are DEBUG, since a busy
+# trainer produces them by the thousand.
+_NOTABLE = frozenset({"malformed_transition", "step_timeout", "internal_error", "cancelled"})
+
 
 class StepObserver(Protocol):
     """Receives what happened to each step and batch (implemented by the metrics adapter)."""
@@ -204,7 +208,7 @@ class EpisodeService:
     def _report(self, episode_id: str, outcome: str, latency_s: float) -> None:
         if self.observer is not None:
             self.observer.step_finished(outcome, latency_s)
-        level = logging.DEBUG if outcome == "ok" else logging.INFO
+        level = logging.INFO if outcome in _NOTABLE else logging.DEBUG
         if logger.isEnabledFor(level):
             logger.log(
                 level,
