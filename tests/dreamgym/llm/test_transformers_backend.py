@@ -6,6 +6,8 @@ distribution over a 49k vocabulary makes seeded samples very sensitive to the se
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -185,3 +187,63 @@ def test_sample_next_tokens_seeded_generators_reproduce():
 
     assert draw() == draw()
     assert len(set(draw())) > 1
+
+
+def test_sample_next_tokens_frequencies_follow_the_tempered_distribution():
+    logits = torch.log(torch.tensor([0.5, 0.3, 0.2, 0.0]))
+    n = 20_000
+    gen = torch.Generator().manual_seed(0)
+
+    out = sample_next_tokens(
+        logits.expand(n, 4), temperatures=[1.0] * n, top_ps=[1.0] * n, generators=[gen] * n
+    )
+    hot = sample_next_tokens(
+        logits.expand(n, 4), temperatures=[2.0] * n, top_ps=[1.0] * n, generators=[gen] * n
+    )
+
+    freq = torch.bincount(out, minlength=4).float() / n
+    assert torch.allclose(freq, torch.tensor([0.5, 0.3, 0.2, 0.0]), atol=0.015)
+    expected_hot = torch.softmax(torch.log(torch.tensor([0.5, 0.3, 0.2])) / 2.0, dim=-1)
+    assert torch.allclose(
+        torch.bincount(hot, minlength=4)[:3].float() / n, expected_hot, atol=0.015
+    )
+
+
+def test_sample_next_tokens_row_sample_does_not_depend_on_the_other_rows():
+    torch.manual_seed(0)
+    logits = torch.randn(6, 5000)
+
+    def draw(rows: list[int]) -> list[int]:
+        gens = [torch.Generator().manual_seed(100 + r) for r in rows]
+        temps = [0.0 if r == 2 else 1.0 for r in rows]
+        tops = [0.9 if r == 4 else 1.0 for r in rows]
+        out = []
+        for _ in range(5):  # five decode steps: generators advance identically
+            out.append(
+                sample_next_tokens(logits[rows], temperatures=temps, top_ps=tops, generators=gens)
+            )
+        return torch.stack(out, dim=1).tolist()
+
+    batched = draw(list(range(6)))
+
+    assert [draw([r])[0] for r in range(6)] == batched
+    assert batched[2] == [int(torch.argmax(logits[2]))] * 5
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_generate_on_cuda_seeded_rows_reproduce_alone_or_in_batch(loaded):
+    model, tokenizer = loaded
+    cuda = TransformersBackend(
+        model=copy.deepcopy(model).to("cuda"), tokenizer=tokenizer, device="cuda"
+    )
+
+    (alone,) = cuda.generate([PROMPT], [sample(7)])
+    batch = cuda.generate([OTHERS[0], PROMPT, OTHERS[1]], [sample(1), sample(7), sample(2)])
+    (other,) = cuda.generate([PROMPT], [sample(8)])
+    greedy = [cuda.generate([PROMPT], [sample(None, temperature=0.0)])[0] for _ in range(2)]
+
+    assert alone.num_completion_tokens > 0
+    assert batch[1].text == alone.text
+    assert other.text != alone.text
+    assert greedy[0].text == greedy[1].text

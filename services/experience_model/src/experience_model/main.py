@@ -4,7 +4,9 @@
 thread), connects the replay-store retriever, builds the :class:`EpisodeService` on the episode
 store (Redis when ``EXPERIENCE_MODEL_REDIS_URL`` is set, else in memory) and starts a reaper that
 expires idle episodes. Routes: ``/v1/episodes`` (reset/step/get/close),
-``/v1/transitions:predict``, ``/v1/model``, ``/v1/model:reload``, ``/healthz``, ``/readyz``.
+``/v1/transitions:predict``, ``/v1/model``, ``/v1/model:reload``, ``/metrics`` (Prometheus),
+``/healthz``, ``/readyz``, ``/openenv`` (OpenEnv). Every response carries ``X-Request-ID`` (the
+client's, or a new one), and log lines written while handling a request carry its ``request_id``.
 """
 
 from __future__ import annotations
@@ -23,11 +25,17 @@ from starlette.concurrency import run_in_threadpool
 from dreamgym.errors import DreamGymError
 from dreamgym.experience_types import ModelInfo
 from dreamgym.llm.base import LLMBackend
-from dreamgym.server import configure_logging, health_router, install_error_handlers
+from dreamgym.server import (
+    RequestIdMiddleware,
+    configure_logging,
+    health_router,
+    install_error_handlers,
+)
 from dreamgym.server.auth import require_team, team_auth
 from experience_model import __version__
 from experience_model.adapters.backends import build_backend
-from experience_model.api.routes import episodes, model, training, transitions
+from experience_model.adapters.metrics import ServingMetrics
+from experience_model.api.routes import episodes, metrics, model, training, transitions
 from experience_model.api.routes import openenv as openenv_routes
 from experience_model.domain.episodes import EpisodeStore, InMemoryEpisodeStore
 from experience_model.domain.prompts import FORMAT_VERSION, PromptOptions
@@ -64,6 +72,12 @@ class Runtime:
             ),
         )
         self.store = build_episode_store(settings)
+        self.metrics = ServingMetrics(
+            queue_depth=lambda: self.episodes.batcher.queue_depth,
+            live_episodes=self.live_episodes,
+            parse_failures=lambda: self.model.parse_failures,
+            generated_tokens=lambda: self.model.generated_tokens,
+        )
         self.episodes = EpisodeService(
             self.store,
             self.model,
@@ -74,7 +88,13 @@ class Runtime:
             max_wait_s=settings.max_batch_wait_ms / 1000.0,
             max_queue=settings.max_queue,
             idle_s=settings.batch_idle_ms / 1000.0,
+            observer=self.metrics,
         )
+
+    def live_episodes(self) -> int:
+        """Live episodes: the store's ``live_count()`` when it has one, else its length."""
+        live_count = getattr(self.store, "live_count", None)
+        return int(live_count()) if callable(live_count) else len(self.store)
 
     def reload(self, model_path: str) -> None:
         """Swap in a new checkpoint; in-flight batches finish on the old one."""
@@ -92,7 +112,7 @@ class Runtime:
             retrieval_k=self.settings.retrieval_k,
             retrieval_source=self.settings.retrieval_source,
             history_length=self.settings.history_length,
-            live_episodes=self.store.live_count(),
+            live_episodes=self.live_episodes(),
         )
 
 
@@ -192,6 +212,9 @@ def create_app(
             with contextlib.suppress(asyncio.CancelledError):
                 await reaper
             await runtime.episodes.batcher.stop()
+            close = getattr(runtime.model.backend, "close", None)
+            if backend is None and callable(close):  # built here (HTTP pool, vLLM engine)
+                await run_in_threadpool(close)
             if client is not None:
                 await client.aclose()
             runtime.store.close()
@@ -205,6 +228,7 @@ def create_app(
         "predicts from task, history, action and retrieved real transitions (arXiv 2511.03773).",
     )
     install_error_handlers(app)
+    app.add_middleware(RequestIdMiddleware)
 
     def _loaded(request: Request) -> str | None:
         return None if getattr(request.app.state, "runtime", None) else "model not loaded"
@@ -218,5 +242,6 @@ def create_app(
     # every /v1 route needs a team's API key when EXPERIENCE_MODEL_AUTH_ENABLED (401 otherwise)
     for router in (episodes.router, transitions.router, model.router, training.router):
         app.include_router(router, dependencies=[Depends(require_team)])
+    app.include_router(metrics.router)
     openenv_routes.mount(app)
     return app

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
@@ -19,11 +19,14 @@ class Settings(AuthSettings):
 
     Attributes:
         backend: ``"transformers"`` (in-process model), ``"openai"`` (OpenAI-compatible server
-            such as vLLM) or ``"fake"`` (echo backend for smoke runs without a model).
+            such as vLLM), ``"vllm"`` (vLLM's in-process async engine; GPU nodes with the
+            ``vllm`` extra) or ``"fake"`` (echo backend for smoke runs without a model).
         model_path: model spec for the transformers backend: a checkpoint directory (e.g. one
             written by ``experience-model-train``), ``"smollm2-135m"`` or ``"tiny[:...]"``.
         device / dtype: torch device and optional dtype name (``"bfloat16"`` on GPUs).
         openai_base_url / openai_model / openai_api_key: the OpenAI-compatible endpoint.
+        vllm_engine_args: extra ``vllm.AsyncEngineArgs`` fields for the ``vllm`` backend, as
+            JSON (``{"gpu_memory_utilization": 0.85, "max_model_len": 4096}``).
         replay_store_url: replay store for top-k retrieval; unset disables retrieval.
         retrieval_k: retrieved transitions per step (k in paper Eq. 4).
         retrieval_source: retrieve only ``"real"`` transitions, only ``"synthetic"``, or ``"any"``.
@@ -59,13 +62,14 @@ class Settings(AuthSettings):
     log_level: str = "INFO"
     json_logs: bool = True
 
-    backend: Literal["transformers", "openai", "fake"] = "transformers"
+    backend: Literal["transformers", "openai", "vllm", "fake"] = "transformers"
     model_path: str = "tiny"
     device: str = "cpu"
     dtype: str | None = None
     openai_base_url: str | None = None
     openai_model: str | None = None
     openai_api_key: str | None = None
+    vllm_engine_args: dict[str, Any] = Field(default_factory=dict)
 
     replay_store_url: str | None = None
     retrieval_k: int = Field(default=2, ge=0, le=50)

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import sys
+import types
+from types import SimpleNamespace
+
 import pytest
 
 from dreamgym.errors import NotFoundError
 from dreamgym.llm.base import SamplingParams
 from experience_model.adapters.backends import build_backend, check_model_path, echo_responder
 from experience_model.domain.prompts import build_step_prompt, parse_step_output
+from experience_model.domain.simulator import ExperienceModel, StepQuery
 from experience_model.settings import Settings
+
+from ..factories import step_completion
 
 
 def test_echo_responder_answers_parseable_unchanged_state():
@@ -81,3 +88,66 @@ def test_build_backend_transformers_missing_checkpoint_is_404(tmp_path):
 
     with pytest.raises(NotFoundError):
         build_backend(settings)
+
+
+def fake_vllm_module(completion: str) -> types.ModuleType:
+    """A stand-in ``vllm`` (not installable without CUDA) whose engine answers ``completion``."""
+
+    class Engine:
+        def __init__(self, args) -> None:
+            self.args = args
+
+        async def generate(self, prompt, sampling_params, request_id):
+            yield SimpleNamespace(
+                outputs=[SimpleNamespace(text=completion, token_ids=[1, 2], finish_reason="stop")]
+            )
+
+        async def abort(self, request_id):
+            pass
+
+    module = types.ModuleType("vllm")
+    module.AsyncEngineArgs = lambda **kwargs: SimpleNamespace(**kwargs)
+    module.AsyncLLMEngine = SimpleNamespace(from_engine_args=Engine)
+    module.SamplingParams = lambda **kwargs: SimpleNamespace(**kwargs)
+    return module
+
+
+async def test_build_backend_vllm_predicts_through_the_in_process_engine(monkeypatch, tmp_path):
+    import dreamgym.llm.models  # noqa: PLC0415
+
+    completion = step_completion("You are in the cellar.", ("climb up",))
+    monkeypatch.setitem(sys.modules, "vllm", fake_vllm_module(completion))
+    monkeypatch.setattr(
+        dreamgym.llm.models, "load_tokenizer", lambda spec: lambda text, **kw: {"input_ids": [1]}
+    )
+    settings = Settings(
+        backend="vllm",
+        model_path="tiny",
+        vllm_engine_args={"max_model_len": 2048},
+        data_dir=tmp_path,
+    )
+    backend = build_backend(settings)
+    try:
+        model = ExperienceModel(backend, None)
+        query = StepQuery(
+            task="t",
+            environment=None,
+            observation="A room.",
+            admissible_actions=["go"],
+            action="go",
+        )
+
+        (prediction,) = await model.predict([query])
+    finally:
+        backend.close()
+
+    assert backend.name == "vllm" and backend.engine.args.max_model_len == 2048
+    assert prediction.observation == "You are in the cellar."
+    assert prediction.admissible_actions == ["climb up"]
+
+
+def test_build_backend_vllm_without_vllm_installed_names_the_extra(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "vllm", None)
+
+    with pytest.raises(ImportError, match=r"dreamgym\[vllm\]"):
+        build_backend(Settings(backend="vllm", model_path="tiny", data_dir=tmp_path))

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
-from ..factories import make_task, task_json
+import httpx
+
+from dreamgym.testing.fakes import FakeLLMBackend
+from experience_model.main import create_app
+
+from ..factories import make_task, scripted_responder, task_json
 
 
 def assert_envelope(
@@ -31,3 +39,41 @@ def reset(client, task=None, **fields) -> dict[str, Any]:
 def step(client, episode_id: str, action: str, **fields):
     """Send one action; return the raw response."""
     return client.post(f"/v1/episodes/{episode_id}/step", json={"action": action, **fields})
+
+
+@asynccontextmanager
+async def running_app(
+    settings, backend, *, raise_app_exceptions: bool = True
+) -> AsyncIterator[httpx.AsyncClient]:
+    """An ``httpx.AsyncClient`` on the started app (lifespan entered); ``client.app`` is the app."""
+    app = create_app(settings, backend=backend)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=raise_app_exceptions)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            client.app = app  # type: ignore[attr-defined]
+            yield client
+
+
+def held_backend() -> tuple[FakeLLMBackend, threading.Event]:
+    """A fake whose generations block until the returned event is set.
+
+    The fake's ``entered`` attribute (a ``threading.Event``) is set when a generation starts.
+    """
+    release = threading.Event()
+    entered = threading.Event()
+
+    def respond(prompt, params):
+        entered.set()
+        assert release.wait(10.0), "test never released the backend"
+        return scripted_responder(prompt, params)
+
+    backend = FakeLLMBackend(responder=respond)
+    backend.entered = entered  # type: ignore[attr-defined]
+    return backend, release
+
+
+async def new_episode(client: httpx.AsyncClient, index: int = 0) -> str:
+    """Reset an episode of ``make_task(index)``; its id."""
+    response = await client.post("/v1/episodes", json={"task": task_json(make_task(index))})
+    assert response.status_code == 201, response.text
+    return response.json()["episode_id"]

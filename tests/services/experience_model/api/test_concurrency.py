@@ -6,43 +6,12 @@ The app's lifespan is entered explicitly, since ASGITransport does not run it.
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-
-import httpx
+from collections.abc import Callable
 
 from dreamgym.testing.fakes import FakeLLMBackend
-from experience_model.main import create_app
 
-from ..factories import make_task, scripted_responder, task_json
-from .helpers import assert_envelope
-
-
-@asynccontextmanager
-async def running_app(settings, backend) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(settings, backend=backend)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
-            yield client
-
-
-def held_backend() -> tuple[FakeLLMBackend, threading.Event]:
-    """A fake whose generations block until the returned event is set."""
-    release = threading.Event()
-
-    def respond(prompt, params):
-        assert release.wait(10.0), "test never released the backend"
-        return scripted_responder(prompt, params)
-
-    return FakeLLMBackend(responder=respond), release
-
-
-async def new_episode(client: httpx.AsyncClient, index: int = 0) -> str:
-    response = await client.post("/v1/episodes", json={"task": task_json(make_task(index))})
-    assert response.status_code == 201, response.text
-    return response.json()["episode_id"]
+from ..factories import scripted_responder
+from .helpers import assert_envelope, held_backend, new_episode, running_app
 
 
 async def test_concurrent_steps_on_same_episode_one_is_409(settings_for: Callable):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 
 import pytest
 
@@ -194,3 +195,108 @@ async def test_batcher_stop_cancels_in_flight_and_queued_callers():
     done, pending = await asyncio.wait([in_flight, queued], timeout=2.0)
     assert pending == set(), "callers still waiting after stop()"
     assert in_flight.cancelled() and queued.cancelled()
+
+
+async def test_batcher_abandoned_items_do_not_take_places_in_a_batch(stopper):
+    gate = asyncio.Event()
+    process = Recorder(gate=gate)
+    batcher = MicroBatcher(process, max_batch_size=2, max_wait_s=0.2)
+    stopper(batcher)
+    first = asyncio.create_task(batcher.submit(1))
+    await process.started.wait()  # the worker holds [1]
+    abandoned = asyncio.create_task(batcher.submit(2))
+    live = [asyncio.create_task(batcher.submit(i)) for i in (3, 4)]
+    await asyncio.sleep(0)
+    abandoned.cancel()
+    await asyncio.sleep(0)
+
+    gate.set()
+
+    assert await first == 2
+    assert await asyncio.gather(*live) == [6, 8]
+    assert process.batches == [[1], [3, 4]]  # not [[1], [3], [4]]: 2 took no place
+    assert batcher.stats.skipped_cancelled == 1
+
+
+async def test_batcher_reports_each_batch_size_to_on_batch(stopper):
+    sizes: list[int] = []
+    batcher = MicroBatcher(Recorder(), max_batch_size=3, max_wait_s=0.05, on_batch=sizes.append)
+    stopper(batcher)
+
+    await asyncio.gather(*(batcher.submit(i) for i in range(7)))
+
+    assert sum(sizes) == 7 and max(sizes) <= 3
+    assert sizes == [len(b) for b in batcher._process.batches]
+
+
+async def test_batcher_worker_does_not_inherit_the_first_callers_context(stopper):
+    request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("rid", default=None)
+    seen: list[str | None] = []
+
+    async def process(items):
+        seen.append(request_id.get())
+        return items
+
+    batcher = MicroBatcher(process, max_batch_size=1, max_wait_s=0.0)
+    stopper(batcher)
+
+    async def call_as(rid: str, item: int) -> int:
+        request_id.set(rid)
+        return await batcher.submit(item)
+
+    assert await asyncio.create_task(call_as("first", 1)) == 1
+    assert await asyncio.create_task(call_as("second", 2)) == 2
+    assert seen == [None, None]
+
+
+async def _round(batcher: MicroBatcher, keys, delays_s) -> list[int]:
+    """Each caller submits after its delay; returns the results."""
+
+    async def caller(i: int, key, delay_s: float) -> int:
+        await asyncio.sleep(delay_s)
+        return await batcher.submit(i, key=key)
+
+    pairs = enumerate(zip(keys, delays_s, strict=True))
+    return await asyncio.gather(*(caller(i, k, d) for i, (k, d) in pairs))
+
+
+@pytest.mark.parametrize(("keyed", "second_round"), [(True, [4]), (False, [1, 1, 1, 1])])
+async def test_batcher_waits_for_callers_it_just_answered(stopper, keyed, second_round):
+    process = Recorder()
+    batcher = MicroBatcher(process, max_batch_size=8, max_wait_s=0.5, idle_s=0.005)
+    stopper(batcher)
+    keys = ["a", "b", "c", "d"] if keyed else [None] * 4
+
+    await _round(batcher, keys, [0.0] * 4)  # one burst: one batch
+    await _round(batcher, keys, [0.0, 0.03, 0.06, 0.09])  # they come back slower than idle_s
+
+    assert [len(b) for b in process.batches] == [4, *second_round]
+
+
+async def test_batcher_does_not_wait_for_forgotten_callers(stopper):
+    process = Recorder()
+    batcher = MicroBatcher(process, max_batch_size=8, max_wait_s=2.0, idle_s=0.005)
+    stopper(batcher)
+    await _round(batcher, ["a", "b"], [0.0, 0.0])
+    batcher.forget("b")  # b's episode ended
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+
+    await batcher.submit(1, key="a")
+
+    assert loop.time() - start < 1.0
+    assert [len(b) for b in process.batches] == [2, 1]
+
+
+async def test_batcher_waits_for_a_returning_caller_at_most_max_wait(stopper):
+    process = Recorder()
+    batcher = MicroBatcher(process, max_batch_size=8, max_wait_s=0.3, idle_s=0.005)
+    stopper(batcher)
+    await _round(batcher, ["a", "gone"], [0.0, 0.0])
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+
+    await batcher.submit(1, key="a")  # "gone" never comes back
+
+    assert 0.2 <= loop.time() - start < 2.0
+    assert [len(b) for b in process.batches] == [2, 1]

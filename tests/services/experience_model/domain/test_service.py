@@ -37,7 +37,7 @@ async def make_service():
             options=PromptOptions(history_length=history_length),
             sampling=SamplingConfig(parse_retries=parse_retries),
         )
-        service = EpisodeService(InMemoryEpisodeStore(), m, max_wait_s=0.0, **kwargs)
+        service = EpisodeService(InMemoryEpisodeStore(), m, **({"max_wait_s": 0.0} | kwargs))
         services.append(service)
         return service
 
@@ -258,3 +258,16 @@ async def test_step_on_episode_closed_mid_step_does_not_resurrect_it(make_servic
     assert len(service.store) == 0
     with pytest.raises(EpisodeNotFoundError):
         service.get(ep.episode_id)
+
+
+async def test_finished_episode_is_not_waited_for_by_the_next_batch(make_service):
+    service = make_service(max_wait_s=2.0, idle_s=0.005)
+    done, other = service.reset(make_task(0)), service.reset(make_task(1))
+    won = await service.step(done.episode_id, WIN)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+
+    out = await service.step(other.episode_id, "move north")
+
+    assert won.transition.terminated and out.transition.step == 0
+    assert loop.time() - start < 1.0  # not the 2 s a returning caller would be waited for

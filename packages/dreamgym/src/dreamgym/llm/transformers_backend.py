@@ -32,30 +32,46 @@ def sample_next_tokens(
     top_ps: list[float],
     generators: list[torch.Generator | None],
 ) -> torch.Tensor:
-    """Sample one token per row.
+    """Sample one token per row, vectorised over the batch.
+
+    Each sampled row draws one uniform number from its own generator and picks its token by
+    inverse-CDF lookup in its own (temperature-scaled, nucleus-truncated) distribution, so a row's
+    sample depends only on its logits and its generator, not on the other rows of the batch. The
+    softmax, the top-p cut and the lookup run on the whole batch at once: the per-row work is one
+    scalar draw (a per-row ``torch.multinomial`` over a 49k vocabulary made sampling ~95% of
+    decode time at batch 32 on CPU).
 
     Args:
         logits: (B, V) next-token logits.
         temperatures: B temperatures; 0 → greedy for that row.
         top_ps: B nucleus masses in (0, 1].
-        generators: B generators (``None`` → global RNG).
+        generators: B generators on ``logits``' device (``None`` → global RNG).
 
     Returns:
-        (B,) int64 token ids.
+        (B,) int64 token ids (on the CPU).
     """
-    out = torch.empty(logits.shape[0], dtype=torch.long)
-    for i in range(logits.shape[0]):
-        row = logits[i].float()
-        if temperatures[i] == 0.0:
-            out[i] = int(torch.argmax(row))
-            continue
-        probs = torch.softmax(row / temperatures[i], dim=-1)
-        if top_ps[i] < 1.0:
-            sorted_p, idx = torch.sort(probs, descending=True)
-            keep = torch.cumsum(sorted_p, dim=-1) - sorted_p < top_ps[i]
-            probs = torch.zeros_like(probs).scatter(0, idx[keep], sorted_p[keep])
-        out[i] = int(torch.multinomial(probs, 1, generator=generators[i]))
-    return out
+    logits = logits.float()
+    device = logits.device
+    out = torch.argmax(logits, dim=-1)
+    rows = [i for i, t in enumerate(temperatures) if t != 0.0]
+    if not rows:
+        return out.cpu()
+    index = torch.tensor(rows, device=device)
+    temps = torch.tensor([temperatures[i] for i in rows], device=device)
+    probs = torch.softmax(logits[index] / temps[:, None], dim=-1)  # (R, V)
+    top_p = torch.tensor([top_ps[i] for i in rows], device=device)
+    if bool((top_p < 1.0).any()):
+        sorted_p, order = torch.sort(probs, dim=-1, descending=True)
+        keep = torch.cumsum(sorted_p, dim=-1) - sorted_p < top_p[:, None]  # top token always kept
+        probs = torch.zeros_like(probs).scatter(1, order, sorted_p * keep)
+    cdf = torch.cumsum(probs, dim=-1)  # (R, V), unnormalised after the top-p cut
+    uniform = torch.cat(
+        [torch.rand(1, generator=generators[i], device=device) for i in rows]
+    )  # (R,) in [0, 1)
+    targets = (uniform * cdf[:, -1]).unsqueeze(1)
+    picked = torch.searchsorted(cdf, targets, right=True).squeeze(1)
+    out[index] = picked.clamp(max=logits.shape[1] - 1)
+    return out.cpu()
 
 
 class TransformersBackend:
@@ -189,7 +205,7 @@ class TransformersBackend:
     def _generator(self, seed: int | None) -> torch.Generator | None:
         if seed is None:
             return None
-        gen = torch.Generator(device="cpu")
+        gen = torch.Generator(device=self.device)  # multinomial needs it on the logits' device
         gen.manual_seed(int(seed) % (2**63))
         return gen
 

@@ -4,6 +4,7 @@
   429/503 when the error carries ``retry_after_s``; ``WWW-Authenticate: Bearer`` on 401);
 - request validation errors → 422 whose message and ``param`` name the offending field
   (``body.transitions.0.reward``);
+- :class:`~dreamgym.server.disconnect.ClientDisconnectedError` → a bodiless 499 nobody reads;
 - anything else → 500 with a sanitized message; the traceback is logged, never returned.
 """
 
@@ -14,10 +15,11 @@ import math
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dreamgym.errors import DreamGymError, envelope
+from dreamgym.server.disconnect import ClientDisconnectedError
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +64,10 @@ def install_error_handlers(app: FastAPI) -> None:
             content=exc.to_response().model_dump(),
             headers=headers,
         )
+
+    @app.exception_handler(ClientDisconnectedError)
+    async def _disconnected(_: Request, __: ClientDisconnectedError) -> Response:
+        return Response(status_code=499)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:

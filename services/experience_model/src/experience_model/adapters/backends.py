@@ -2,6 +2,8 @@
 
 - ``transformers`` — :class:`dreamgym.llm.transformers_backend.TransformersBackend` in process;
 - ``openai`` — :class:`dreamgym.llm.openai_backend.OpenAICompatibleBackend` (vLLM/SGLang server);
+- ``vllm`` — :class:`dreamgym.llm.vllm_backend.VLLMAsyncBackend`, vLLM's in-process async engine
+  (optional extra, GPU nodes);
 - ``fake`` — a deterministic stand-in that answers every step prompt with a well-formed
   "nothing happens" transition (the current observation and actions, reward 0): for wiring tests
   and smoke runs of the stack without model weights. It is never the default.
@@ -51,6 +53,7 @@ def build_backend(settings: Settings, model_path: str | None = None) -> LLMBacke
     Raises:
         NotFoundError: the transformers checkpoint directory does not exist.
         RuntimeError: a required OpenAI setting is missing (names the variable).
+        ImportError: ``vllm`` backend without vLLM installed (says which extra to install).
     """
     if settings.backend == "fake":
         from dreamgym.testing.fakes import FakeLLMBackend  # noqa: PLC0415
@@ -67,9 +70,14 @@ def build_backend(settings: Settings, model_path: str | None = None) -> LLMBacke
         return OpenAICompatibleBackend(
             settings.openai_base_url, settings.openai_model, api_key=settings.openai_api_key
         )
+    path = model_path or settings.model_path
+    if settings.backend == "vllm":
+        from dreamgym.llm.vllm_backend import VLLMAsyncBackend  # noqa: PLC0415
+
+        check_model_path(path)
+        return VLLMAsyncBackend(path, engine_args=settings.vllm_engine_args)
     from dreamgym.llm.transformers_backend import TransformersBackend  # noqa: PLC0415
 
-    path = model_path or settings.model_path
     check_model_path(path)
     return TransformersBackend(
         model_path=path,

@@ -3,19 +3,30 @@
 Concurrent ``/step`` calls from different episodes are queued; a single worker task takes up to
 ``max_batch_size`` items — after the first one arrives it keeps collecting while items keep coming
 (no gap longer than ``idle_s``), for at most ``max_wait_s`` — and processes them together (one
-retrieval call, one ``generate`` over the batch). The queue is bounded:
+retrieval call, one ``generate`` over the batch).
+
+Returning callers: an item may carry a ``key`` (the episode id). A key whose result was delivered
+less than ``max_wait_s`` ago is expected back (a rollout worker steps its episode again as soon
+as it has the observation), so while such keys are missing from the batch being gathered the
+worker waits for them — up to ``max_wait_s``, not just ``idle_s``. Without this, clients whose
+answers went out while the next batch was already being gathered come back a few milliseconds
+late and the batches settle into alternating halves. :meth:`MicroBatcher.forget` drops a key
+whose episode ended. The queue is bounded:
 :meth:`MicroBatcher.submit` raises :class:`~dreamgym.errors.CapacityError` (429) when it is full,
 so overload is answered honestly instead of growing latency without bound. A caller that goes
 away (client disconnect, timeout) cancels its future and its item is skipped if not yet started.
+The worker runs in a fresh ``contextvars`` context, so its log lines never carry the request id
+of whichever request happened to start it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -41,6 +52,10 @@ class BatchStats:
     batch_sizes: list[int] = field(default_factory=list)
 
 
+# A queued item: (item, the caller's future, the caller's key or None).
+_Entry = tuple[In, "asyncio.Future[Out]", Hashable | None]
+
+
 class MicroBatcher(Generic[In, Out]):
     """Gather concurrent submissions into batches.
 
@@ -53,6 +68,7 @@ class MicroBatcher(Generic[In, Out]):
         idle_s: stop collecting early when no new item arrived for this long (seconds); bursts
             from a trainer (all of a group's steps at once) land in one batch, while a lone
             client waits at most ``idle_s``.
+        on_batch: called with the size of every batch handed to ``process`` (metrics).
     """
 
     def __init__(
@@ -63,6 +79,7 @@ class MicroBatcher(Generic[In, Out]):
         max_wait_s: float = 0.005,
         max_queue: int = 4096,
         idle_s: float | None = None,
+        on_batch: Callable[[int], None] | None = None,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
@@ -73,8 +90,10 @@ class MicroBatcher(Generic[In, Out]):
         self.max_wait_s = max_wait_s
         self.max_queue = max_queue
         self.idle_s = max_wait_s if idle_s is None else min(idle_s, max_wait_s)
-        self._queue: asyncio.Queue[tuple[In, asyncio.Future[Out]]] | None = None
+        self._queue: asyncio.Queue[_Entry[In, Out]] | None = None
+        self._returning: dict[Hashable, float] = {}  # key -> monotonic time its result went out
         self._worker: asyncio.Task[None] | None = None
+        self._on_batch = on_batch
         self.stats = BatchStats()
 
     @property
@@ -86,7 +105,9 @@ class MicroBatcher(Generic[In, Out]):
         """Start the worker task on the running event loop (idempotent)."""
         if self._worker is None or self._worker.done():
             self._queue = asyncio.Queue(maxsize=self.max_queue)
-            self._worker = asyncio.get_running_loop().create_task(self._run())
+            self._worker = asyncio.get_running_loop().create_task(
+                self._run(), context=contextvars.Context()
+            )
 
     async def stop(self) -> None:
         """Cancel the worker; queued items fail with ``CancelledError``."""
@@ -96,11 +117,19 @@ class MicroBatcher(Generic[In, Out]):
                 await self._worker
             self._worker = None
         while self._queue is not None and not self._queue.empty():
-            _, future = self._queue.get_nowait()
-            future.cancel()
+            self._queue.get_nowait()[1].cancel()
 
-    async def submit(self, item: In) -> Out:
+    def forget(self, key: Hashable) -> None:
+        """Stop expecting ``key`` back (its episode ended or was closed)."""
+        self._returning.pop(key, None)
+
+    async def submit(self, item: In, key: Hashable | None = None) -> Out:
         """Queue ``item`` and wait for its result.
+
+        Args:
+            item: what ``process`` gets.
+            key: the caller's identity (episode id), if it is likely to submit again right after
+                its result (see the module docstring); ``None`` for one-off items.
 
         Raises:
             CapacityError: the queue is full (429, ``Retry-After`` 1 s).
@@ -110,7 +139,7 @@ class MicroBatcher(Generic[In, Out]):
         assert self._queue is not None
         future: asyncio.Future[Out] = asyncio.get_running_loop().create_future()
         try:
-            self._queue.put_nowait((item, future))
+            self._queue.put_nowait((item, future, key))
         except asyncio.QueueFull:
             self.stats.rejected_full += 1
             raise CapacityError(
@@ -119,45 +148,85 @@ class MicroBatcher(Generic[In, Out]):
             ) from None
         return await future
 
-    async def _collect(self) -> list[tuple[In, asyncio.Future[Out]]]:
+    def _live(self, entry: _Entry[In, Out]) -> bool:
+        """False for an item whose caller already went away (it is dropped, never generated)."""
+        if entry[1].done():
+            self.stats.skipped_cancelled += 1
+            return False
+        return True
+
+    def _take(self, entry: _Entry[In, Out], batch: list[_Entry[In, Out]]) -> None:
+        if self._live(entry):
+            batch.append(entry)
+            if entry[2] is not None:
+                self._returning.pop(entry[2], None)
+
+    def _expected_until(self, now: float) -> float:
+        """Latest time a recently answered key is still expected back (``0`` if none is).
+
+        ``_returning`` is kept in answer-time order, so expired keys are at its front and the
+        latest answer is its last value.
+        """
+        horizon = now - self.max_wait_s
+        while self._returning:
+            oldest = next(iter(self._returning))
+            if self._returning[oldest] >= horizon:
+                break
+            del self._returning[oldest]
+        if not self._returning:
+            return 0.0
+        return next(reversed(self._returning.values())) + self.max_wait_s
+
+    async def _collect(self) -> list[_Entry[In, Out]]:
         assert self._queue is not None
-        batch = [await self._queue.get()]
+        batch: list[_Entry[In, Out]] = []
+        while not batch:  # abandoned items neither open a batch nor take a place in one
+            self._take(await self._queue.get(), batch)
         deadline = time.monotonic() + self.max_wait_s
         while len(batch) < self.max_batch_size:
-            remaining = min(deadline - time.monotonic(), self.idle_s)
+            now = time.monotonic()
+            expected = self._expected_until(now)  # callers just answered are waited for
+            until = min(deadline, expected if expected > now else now + self.idle_s)
+            remaining = until - now
             try:
                 if remaining <= 0:
-                    batch.append(self._queue.get_nowait())
+                    entry = self._queue.get_nowait()
                 else:
-                    batch.append(await asyncio.wait_for(self._queue.get(), remaining))
+                    entry = await asyncio.wait_for(self._queue.get(), remaining)
             except (asyncio.QueueEmpty, TimeoutError):
                 break
             except asyncio.CancelledError:  # stopped while gathering: release the callers
-                for _, future in batch:
-                    future.cancel()
+                for entry in batch:
+                    entry[1].cancel()
                 raise
+            self._take(entry, batch)
         return batch
 
     async def _run(self) -> None:
         while True:
             batch = await self._collect()
-            live = [(item, fut) for item, fut in batch if not fut.done()]
-            self.stats.skipped_cancelled += len(batch) - len(live)
+            live = [entry for entry in batch if self._live(entry)]
             if not live:
                 continue
             self.stats.batches += 1
             self.stats.items += len(live)
             self.stats.last_batch_size = len(live)
+            if self._on_batch is not None:
+                self._on_batch(len(live))
             try:
-                results = await self._process([item for item, _ in live])
+                results = await self._process([entry[0] for entry in live])
             except asyncio.CancelledError:  # stopped mid-batch: release the callers
-                for _, fut in live:
-                    fut.cancel()
+                for entry in live:
+                    entry[1].cancel()
                 raise
             except Exception as exc:  # the whole batch failed: every caller gets the error
                 logger.exception("batch of %d failed", len(live))
                 results = [exc] * len(live)
-            for (_, fut), result in zip(live, results, strict=True):
+            answered_at = time.monotonic()
+            for (_, fut, key), result in zip(live, results, strict=True):
+                if key is not None:
+                    self._returning.pop(key, None)  # re-insert: keeps answer-time order
+                    self._returning[key] = answered_at
                 if fut.done():
                     continue
                 if isinstance(result, BaseException):

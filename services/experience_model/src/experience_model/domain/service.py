@@ -11,25 +11,51 @@ the same episode are refused with 409 rather than interleaved, across replicas t
 the episode's lease in the store (409 "in progress" for the second), and its result is committed
 with a compare-and-set on the episode's revision (409 "changed by a concurrent step" if the lease
 lapsed and another step committed first). The episode is never half-written.
+
+Every step ends with one call to the optional :class:`StepObserver` (outcome and latency) and one
+log record carrying ``episode_id``; every model batch is reported to it too (metrics).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
+import time
 from dataclasses import dataclass
+from typing import Protocol
 
-from dreamgym.errors import MalformedTransitionError, StepTimeoutError
+from dreamgym.errors import DreamGymError, MalformedTransitionError, StepTimeoutError
 from dreamgym.types import AbstractState, Task, Transition
 from experience_model.domain.batching import MicroBatcher
 from experience_model.domain.episodes import Episode, EpisodeStore, new_episode_id
 from experience_model.domain.prompts import HistoryStep
 from experience_model.domain.simulator import ExperienceModel, StepPrediction, StepQuery
 
-__all__ = ["LEASE_MARGIN_S", "EpisodeService", "StepOutcome"]
+__all__ = ["LEASE_MARGIN_S", "EpisodeService", "StepObserver", "StepOutcome"]
 
 LEASE_MARGIN_S = 5.0
 """Seconds a step lease outlives the step deadline (a crashed replica frees it after that)."""
+
+logger = logging.getLogger(__name__)
+
+# Step outcomes worth an INFO line; ok and client errors (404, 409, 429) are DEBUG, since a busy
+# trainer produces them by the thousand.
+_NOTABLE = frozenset({"malformed_transition", "step_timeout", "internal_error", "cancelled"})
+
+
+class StepObserver(Protocol):
+    """Receives what happened to each step and batch (implemented by the metrics adapter)."""
+
+    def step_finished(self, outcome: str, latency_s: float) -> None:
+        """A step ended: ``outcome`` is ``"ok"``, an error type (``"malformed_transition"``,
+        ``"step_timeout"``, ``"capacity_reached"``, ``"episode_not_found"``...), ``"cancelled"``
+        (client gone) or ``"internal_error"``; ``latency_s`` is wall time in seconds."""
+        ...
+
+    def batch_formed(self, size: int) -> None:
+        """A batch of ``size`` steps was handed to the model."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -54,7 +80,8 @@ class EpisodeService:
         default_max_steps: step limit when a reset does not give one.
         max_steps_limit: largest step limit a reset may ask for.
         step_timeout_s: deadline of one step (504 after it; the episode stays usable).
-        max_batch_size / max_wait_s / max_queue: micro-batching bounds.
+        max_batch_size / max_wait_s / max_queue / idle_s: micro-batching bounds.
+        observer: optional receiver of step outcomes and batch sizes (metrics).
     """
 
     def __init__(
@@ -69,6 +96,7 @@ class EpisodeService:
         max_wait_s: float = 0.005,
         max_queue: int = 4096,
         idle_s: float | None = None,
+        observer: StepObserver | None = None,
     ) -> None:
         self.store = store
         self.model = model
@@ -81,7 +109,9 @@ class EpisodeService:
             max_wait_s=max_wait_s,
             max_queue=max_queue,
             idle_s=idle_s,
+            on_batch=observer.batch_formed if observer is not None else None,
         )
+        self.observer = observer
 
     async def _predict(self, queries: list[StepQuery]) -> list[StepPrediction | BaseException]:
         return list(await self.model.predict(queries))
@@ -125,6 +155,7 @@ class EpisodeService:
 
     def close(self, episode_id: str) -> bool:
         """Forget the episode; True if it existed."""
+        self.batcher.forget(episode_id)
         return self.store.delete(episode_id)
 
     async def step(self, episode_id: str, action: str, *, seed: int | None = None) -> StepOutcome:
@@ -138,14 +169,43 @@ class EpisodeService:
             EpisodeFinishedError (409), ConflictError (409, concurrent step), CapacityError
             (429), StepTimeoutError (504), MalformedTransitionError (502).
         """
-        token = self.store.claim(episode_id, self.step_timeout_s + LEASE_MARGIN_S)
+        start = time.perf_counter()
+        outcome = "internal_error"
         try:
-            episode = self.store.get(episode_id)
-            episode.ensure_running()
-            prediction = await self._predict_one(episode, action, seed)
-            return self._apply(episode, action, prediction)
+            token = self.store.claim(episode_id, self.step_timeout_s + LEASE_MARGIN_S)
+            try:
+                episode = self.store.get(episode_id)
+                episode.ensure_running()
+                prediction = await self._predict_one(episode, action, seed)
+                result = self._apply(episode, action, prediction)
+            finally:
+                self.store.release(episode_id, token)
+            outcome = "ok"
+            return result
+        except DreamGymError as exc:
+            outcome = exc.error_type
+            raise
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
         finally:
-            self.store.release(episode_id, token)
+            self._report(episode_id, outcome, time.perf_counter() - start)
+
+    def _report(self, episode_id: str, outcome: str, latency_s: float) -> None:
+        if self.observer is not None:
+            self.observer.step_finished(outcome, latency_s)
+        level = logging.INFO if outcome in _NOTABLE else logging.DEBUG
+        if logger.isEnabledFor(level):
+            logger.log(
+                level,
+                "episode step %s",
+                outcome,
+                extra={
+                    "episode_id": episode_id,
+                    "outcome": outcome,
+                    "latency_ms": round(latency_s * 1000.0, 2),
+                },
+            )
 
     async def step_many(
         self, items: list[tuple[str, str, int | None]]
@@ -179,7 +239,9 @@ class EpisodeService:
             seed=step_seed,
         )
         try:
-            result = await asyncio.wait_for(self.batcher.submit(query), self.step_timeout_s)
+            result = await asyncio.wait_for(
+                self.batcher.submit(query, key=ep.episode_id), self.step_timeout_s
+            )
         except TimeoutError:
             raise StepTimeoutError(
                 f"step exceeded its {self.step_timeout_s:.0f}s deadline; the episode is unchanged"
@@ -217,4 +279,6 @@ class EpisodeService:
             truncated=truncated,
         )
         self.store.save(updated)  # compare-and-set on ep.revision: 404 if gone, 409 if changed
+        if updated.done:  # no next step will come: the batcher need not wait for one
+            self.batcher.forget(updated.episode_id)
         return StepOutcome(episode=updated, transition=transition, prediction=p)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 
 from dreamgym.errors import DreamGymError, ErrorResponse
 from dreamgym.experience_types import (
@@ -16,6 +16,7 @@ from dreamgym.experience_types import (
     EpisodeStepResponse,
     StepInfo,
 )
+from dreamgym.server import bind_log_context, cancel_on_disconnect
 from experience_model.api.deps import EpisodeServiceDep
 from experience_model.domain.episodes import Episode
 from experience_model.domain.service import StepOutcome
@@ -70,16 +71,26 @@ def _step_response(episode_id: str, out: StepOutcome) -> EpisodeStepResponse:
 
 @router.post("/{episode_id}/step", response_model=EpisodeStepResponse, responses=_ERRORS)
 async def step_episode(
-    episode_id: str, body: EpisodeStepRequest, service: EpisodeServiceDep
+    episode_id: str, body: EpisodeStepRequest, service: EpisodeServiceDep, request: Request
 ) -> EpisodeStepResponse:
-    """Apply one action; the experience model predicts next observation, reward and flags."""
-    return _step_response(episode_id, await service.step(episode_id, body.action, seed=body.seed))
+    """Apply one action; the experience model predicts next observation, reward and flags.
+
+    A client that disconnects before the answer cancels the step (its queued work is dropped and
+    the episode is unchanged).
+    """
+    bind_log_context(episode_id=episode_id)
+    out = await cancel_on_disconnect(request, service.step(episode_id, body.action, seed=body.seed))
+    return _step_response(episode_id, out)
 
 
 @router.post(":step", response_model=BatchStepResponse, responses=_ERRORS)
-async def step_episodes(body: BatchStepRequest, service: EpisodeServiceDep) -> BatchStepResponse:
+async def step_episodes(
+    body: BatchStepRequest, service: EpisodeServiceDep, request: Request
+) -> BatchStepResponse:
     """Advance many episodes in one model batch; each item gets a result or its own error."""
-    outcomes = await service.step_many([(s.episode_id, s.action, s.seed) for s in body.steps])
+    outcomes = await cancel_on_disconnect(
+        request, service.step_many([(s.episode_id, s.action, s.seed) for s in body.steps])
+    )
     results = []
     for item, out in zip(body.steps, outcomes, strict=True):
         if isinstance(out, DreamGymError):
