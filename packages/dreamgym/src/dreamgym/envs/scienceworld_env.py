@@ -29,8 +29,9 @@ variations). The dev variations are never played. Held-out variations are theref
 on, however many seeds are used.
 
 Observation: ScienceWorld's step feedback (at reset: the ``look around`` text), with the agent and
-the air dropped from room listings, and ``You are in the <room>.`` appended when the feedback does
-not describe the room. The room listing itself is shown only after ``look around``.
+the air dropped from room listings, listings sorted (:func:`canonical_listing`; ScienceWorld's
+order changes between loads), and ``You are in the <room>.`` appended when the feedback does not
+describe the room. The room listing itself is shown only after ``look around``.
 
 Admissible actions: ScienceWorld's valid-action list has 400-3,000 entries per state (every
 template over every pair of known objects), far too many for a prompt. The adapter keeps a bounded,
@@ -47,7 +48,11 @@ state-derived subset that uses no knowledge of the solution:
    remain, groups are kept in the order meta, ``go``, ``open``/``close``, ``focus``,
    ``pick up``/``put down``, ``move``, each sorted.
 
-The list is sorted. ``step`` accepts any string (ScienceWorld parses free text).
+Objects are named canonically (:func:`bounded_action_map`) by a referent no other object in reach
+shares, because ScienceWorld's own names for similar objects change from load to load and are
+sometimes ambiguous to its own parser. ``step`` sends the action as given (ScienceWorld parses free
+text); if ScienceWorld still answers ``Ambiguous request: ...`` it picks option 0 within the same
+step. The list is sorted.
 
 Expert: ScienceWorld's gold path (``load(..., generateGoldPath=True)``), generated for the initial
 state only and re-sampled by ScienceWorld at every reset (e.g. which of three eggs to take). The
@@ -75,6 +80,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,7 +98,9 @@ __all__ = [
     "ENVIRONMENT_IDS",
     "VARIATION_SETS",
     "ScienceWorldEnv",
+    "bounded_action_map",
     "bounded_actions",
+    "canonical_listing",
     "container_names",
     "gold_alias",
     "room_name",
@@ -110,6 +118,7 @@ DEFAULT_MAX_STEPS: dict[str, int] = {
     "find-living-thing": 20,
 }
 _FALLBACK_MAX_STEPS = 30
+_TEMPLATE_WORDING = {"go OBJ": "go to OBJ"}  # ScienceWorld renders this template with "to"
 VARIATION_SETS: dict[str, str] = {"train": "train", "eval": "test"}
 DEFAULT_ACTION_TEMPLATES: tuple[str, ...] = (
     "look around",
@@ -148,6 +157,9 @@ _CONTAINER = re.compile(
 )
 _LISTING_NOISE = re.compile(r"^\s*(?:the agent|a substance called air)\s*$", re.IGNORECASE)
 _FOCUS_FEEDBACK = re.compile(r"^\s*You focus on", re.IGNORECASE)
+_AMBIGUOUS = re.compile(r"^\s*Ambiguous request", re.IGNORECASE)
+_CONTAINING = re.compile(r"\(containing ((?:[^()]|\([^()]*\))*)\)")
+_ON_IN = re.compile(r"((?:On|In) the [a-z ]+ is: )(.*)\.\s*$")
 
 
 # --------------------------------------------------------------------------- pure helpers
@@ -305,7 +317,45 @@ def bounded_actions(
     allowed_templates: Iterable[str] = DEFAULT_ACTION_TEMPLATES,
     max_actions: int = DEFAULT_MAX_ACTIONS,
 ) -> list[str]:
+    """The bounded admissible actions (module docstring), sorted, in canonical object names.
+
+    See :func:`bounded_action_map` for the arguments; this returns its keys, sorted.
+    """
+    return sorted(
+        bounded_action_map(
+            valid,
+            templates,
+            referents,
+            look,
+            inventory,
+            scope=scope,
+            focused=focused,
+            allowed_templates=allowed_templates,
+            max_actions=max_actions,
+        )
+    )
+
+
+def bounded_action_map(
+    valid: Sequence[Mapping[str, Any]],
+    templates: Mapping[int, str],
+    referents: Mapping[int, Sequence[str]],
+    look: str,
+    inventory: str,
+    *,
+    scope: Iterable[int] = (),
+    focused: int | None = None,
+    allowed_templates: Iterable[str] = DEFAULT_ACTION_TEMPLATES,
+    max_actions: int = DEFAULT_MAX_ACTIONS,
+) -> list[str]:
     """The bounded admissible-action subset of ScienceWorld's valid actions (module docstring).
+
+    ScienceWorld names an object in its valid-action list by one of several referents, and which
+    one changes from load to load when similar objects are around (``paint`` vs ``paint in cup
+    containing red paint``). Each kept action is therefore renamed canonically: every object by
+    a referent no other object in reach shares, preferring the longest one the agent can read in
+    the look or inventory text (``green box``), else the shortest; actions on objects without one
+    (doors) keep ScienceWorld's wording.
 
     Args:
         valid: valid actions with ``action``, ``template_id`` and ``obj_ids``.
@@ -320,7 +370,7 @@ def bounded_actions(
         max_actions: cap on the number of actions (>= 1).
 
     Returns:
-        Sorted, duplicate-free actions, at most ``max_actions``.
+        Canonical action → ScienceWorld's action string, at most ``max_actions`` entries.
     """
     allowed = set(allowed_templates)
     not_objects = {
@@ -337,7 +387,7 @@ def bounded_actions(
         if oid in in_view and {n.lower() for n in names} & container_names(look)
     }
     movable = held | ({focused} if focused is not None else set())
-    kept: dict[str, int] = {}
+    chosen: list[tuple[str, list[int], str]] = []
     for v in valid:
         template = templates.get(v["template_id"])
         if template not in allowed:
@@ -352,9 +402,95 @@ def bounded_actions(
         else:
             ok = all(i in in_view or i in held for i in ids)
         if ok:
-            kept.setdefault(str(v["action"]), _GROUP_ORDER.get(template, 5))
-    ranked = sorted(kept, key=lambda a: (kept[a], a))[: max(1, max_actions)]
-    return sorted(ranked)
+            chosen.append((str(template), ids, str(v["action"])))
+    in_reach = in_view | locations | {i for _, ids, _ in chosen for i in ids}
+    names = _canonical_names(referents, in_reach, f"{look}\n{inventory}")
+    kept: dict[str, tuple[int, str]] = {}
+    for template, ids, raw in sorted(chosen, key=lambda c: c[2]):
+        wording = _TEMPLATE_WORDING.get(template, template)
+        canonical = _fill(wording, [names.get(i) for i in ids]) or raw
+        kept.setdefault(canonical, (_GROUP_ORDER.get(template, 5), raw))
+    ranked = sorted(kept, key=lambda a: (kept[a][0], a))[: max(1, max_actions)]
+    return {action: kept[action][1] for action in sorted(ranked)}
+
+
+def _canonical_names(
+    referents: Mapping[int, Sequence[str]], ids: set[int], text: str
+) -> dict[int, str]:
+    """Object id → a referent no other object in ``ids`` shares: the longest one that appears in
+    ``text`` (what the agent reads), else the shortest (alphabetical on ties)."""
+    flat = " ".join(text.lower().split())
+    lowered = {oid: {n.lower() for n in referents.get(oid, ()) if n and "ERROR" not in n}
+               for oid in ids}  # fmt: skip
+    counts = Counter(name for names in lowered.values() for name in names)
+    chosen = {}
+    for oid, names in lowered.items():
+        unique = [n for n in names if counts[n] == 1]
+        if not unique:
+            continue
+        seen = [n for n in unique if _phrase_in(n, flat)]
+        chosen[oid] = (
+            min(seen, key=lambda n: (-len(n), n))
+            if seen
+            else min(unique, key=lambda n: (len(n), n))
+        )
+    return chosen
+
+
+def _fill(template: str, names: Sequence[str | None]) -> str | None:
+    """``template`` with its ``OBJ`` slots filled, or ``None`` if a name is missing."""
+    if any(name is None for name in names):
+        return None
+    parts = template.split("OBJ")
+    return "".join(part + (names[i] if i < len(names) else "") for i, part in enumerate(parts))
+
+
+def canonical_listing(text: str) -> str:
+    """ScienceWorld's room text with its object listings in a fixed (sorted) order.
+
+    ScienceWorld lists the objects of a room, and the contents of containers, in an order that
+    changes from load to load; sorting the tab-indented lines and the comma-separated contents
+    makes the same state read the same.
+
+    >>> canonical_listing("In it, you see:\\n\\ta cup (containing b, a)\\n\\ta bowl")
+    'In it, you see:\\n\\ta bowl\\n\\ta cup (containing a, b)'
+    """
+    out: list[str] = []
+    run: list[str] = []
+    for line in text.split("\n"):
+        if line.startswith("\t"):
+            run.append(_sort_contents(line))
+            continue
+        out.extend(sorted(run))
+        run = []
+        out.append(_sort_contents(line))
+    out.extend(sorted(run))
+    return "\n".join(out)
+
+
+def _split_top(items: str) -> list[str]:
+    """Split at commas outside parentheses."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(items):
+        depth += char == "("
+        depth -= char == ")"
+        if char == "," and depth == 0:
+            parts.append(items[start:i].strip())
+            start = i + 1
+    parts.append(items[start:].strip())
+    return [p for p in parts if p]
+
+
+def _sort_contents(line: str) -> str:
+    def containing(match: re.Match[str]) -> str:
+        items = [_CONTAINING.sub(containing, item) for item in _split_top(match.group(1))]
+        return f"(containing {', '.join(sorted(items))})"
+
+    def on_in(match: re.Match[str]) -> str:
+        return f"{match.group(1)}{', '.join(sorted(_split_top(match.group(2))))}."
+
+    line = _CONTAINING.sub(containing, line)
+    return _ON_IN.sub(on_in, line)
 
 
 def _clean_feedback(raw: str) -> str:
@@ -382,6 +518,7 @@ class _Episode:
     valid: list[dict[str, Any]] = field(default_factory=list)
     referents: dict[int, list[str]] = field(default_factory=dict)
     scope: set[int] = field(default_factory=set)
+    actions: dict[str, str] = field(default_factory=dict)  # canonical -> ScienceWorld's string
     look: str = ""
     inventory: str = ""
     focused: int | None = None
@@ -505,12 +642,15 @@ class ScienceWorldEnv:
             RuntimeError: before :meth:`reset` or after the episode ended.
         """
         episode = self._require_running()
-        focus_target = self._focus_target(episode, action)
+        command = episode.actions.get(action, action)
+        focus_target = self._focus_target(episode, command)
         raw, _, _, infos = self._backend.step(action)
+        if _AMBIGUOUS.match(str(raw)):  # ScienceWorld asks which object was meant: the first
+            raw, _, _, infos = self._backend.step("0")
         self.num_steps_total += 1
         record_real_step()
         episode.step += 1
-        self._advance_gold(episode, action)
+        self._advance_gold(episode, action, command)
         if focus_target is not None and _FOCUS_FEEDBACK.match(str(raw)):
             episode.focused = focus_target
         previous, score = episode.score, int(infos["score"])
@@ -607,15 +747,28 @@ class ScienceWorldEnv:
         }
         episode.scope = {int(oid) for oid in backend.get_possible_object_referent_LUT()}
         episode.look, episode.inventory = str(backend.look()), str(backend.inventory())
+        episode.actions = bounded_action_map(
+            episode.valid,
+            self._templates,
+            episode.referents,
+            episode.look,
+            episode.inventory,
+            scope=episode.scope,
+            focused=episode.focused,
+            allowed_templates=self.action_templates,
+            max_actions=self.max_actions,
+        )
         episode.next_alias = None
         while episode.gold_index < len(episode.gold) and self._redundant(
             episode, episode.gold[episode.gold_index]
         ):
             episode.gold_index += 1
         if episode.on_gold_path and episode.gold_index < len(episode.gold):
-            episode.next_alias = gold_alias(
+            raw = gold_alias(
                 episode.gold[episode.gold_index], episode.valid, self._templates, episode.referents
             )
+            canonical = {command: action for action, command in episode.actions.items()}
+            episode.next_alias = canonical.get(raw, raw)
 
     def _redundant(self, episode: _Episode, action: str) -> bool:
         """A gold ``open X`` for a door that is already open (the gold path reopens the door it
@@ -634,34 +787,19 @@ class ScienceWorldEnv:
         return None
 
     @staticmethod
-    def _advance_gold(episode: _Episode, action: str) -> None:
+    def _advance_gold(episode: _Episode, action: str, command: str) -> None:
         if not episode.on_gold_path:
             return
-        if episode.gold_index < len(episode.gold) and action in (
-            episode.gold[episode.gold_index],
-            episode.next_alias,
+        if episode.gold_index < len(episode.gold) and (
+            action == episode.next_alias or command == episode.gold[episode.gold_index]
         ):
             episode.gold_index += 1
         elif action not in _STATE_PRESERVING:
             episode.on_gold_path = False
 
     def _state(self, raw: str, task: str, episode: _Episode, *, terminated: bool) -> AbstractState:
-        admissible = (
-            []
-            if terminated
-            else bounded_actions(
-                episode.valid,
-                self._templates,
-                episode.referents,
-                episode.look,
-                episode.inventory,
-                scope=episode.scope,
-                focused=episode.focused,
-                allowed_templates=self.action_templates,
-                max_actions=self.max_actions,
-            )
-        )
-        text = _clean_feedback(str(raw))
+        admissible = [] if terminated else sorted(episode.actions)
+        text = canonical_listing(_clean_feedback(str(raw)))
         room = room_name(episode.look)
         if room and room_name(text) is None:
             text = f"{text.strip()} You are in the {room}."
