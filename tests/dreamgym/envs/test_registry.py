@@ -6,10 +6,9 @@ import subprocess
 import sys
 
 import pytest
-
-import dreamgym.envs
 from typer.testing import CliRunner
 
+import dreamgym.envs
 from dreamgym.cli.main import app
 from dreamgym.envs import (
     AlfWorldDataEnv,
