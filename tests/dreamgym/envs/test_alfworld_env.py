@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 
@@ -275,14 +276,16 @@ def test_official_env_eval_folder_option_and_seed_wraparound(official_data, tmp_
         assert "/valid_seen/" in first["trial"] and first["trial"] == wrapped["trial"]
 
 
-def test_official_env_requires_data(monkeypatch, tmp_path):
+def test_official_env_without_data_fails_at_reset_naming_the_folder(monkeypatch, tmp_path):
     monkeypatch.delenv("ALFWORLD_DATA", raising=False)
-    with pytest.raises(ValueError, match="ALFWORLD_DATA"):
-        AlfWorldDataEnv()
+    default = AlfWorldDataEnv()
     with pytest.raises(ValueError, match="eval_folder"):
         AlfWorldDataEnv(tmp_path, eval_folder="test")
 
     monkeypatch.setenv("ALFWORLD_DATA", str(tmp_path))
     env = make_env("alfworld-official", max_steps=7)
-    with pytest.raises(FileNotFoundError, match="json_2.1.1"):
+
+    assert default.data_dir == Path("~/.cache/alfworld").expanduser()
+    assert env.data_dir == tmp_path
+    with pytest.raises(FileNotFoundError, match=r"json_2\.1\.1.*ALFWORLD_DATA"):
         env.reset(0)

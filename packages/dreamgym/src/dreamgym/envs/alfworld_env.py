@@ -38,7 +38,8 @@ seeded by ``(task, split, seed)`` whose hash bucket is ``split``, so no train ga
 game, whatever the seeds.
 
 :class:`AlfWorldDataEnv` (id ``alfworld-official``) plays the official ALFWorld tasks when
-``$ALFWORLD_DATA`` (or ``data_dir``) holds them (``alfworld-download``)::
+``$ALFWORLD_DATA`` (or ``data_dir``; default ``~/.cache/alfworld`` as in ALFWorld) holds them
+(``alfworld-download``)::
 
     $ALFWORLD_DATA/json_2.1.1/{train,valid_seen,valid_unseen}/<task folder>/<trial folder>/
         traj_data.json  initial_state.pddl  [game.tw-pddl]
@@ -72,7 +73,6 @@ import os
 import random
 import shutil
 import tempfile
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -84,6 +84,7 @@ from dreamgym.envs.splits import SPLIT_SIZE
 from dreamgym.types import AbstractState
 
 __all__ = [
+    "ALFWORLD_DEFAULT_DATA",
     "DATA_FOLDERS",
     "DEFAULT_CACHE_DIR",
     "DEFAULT_MAX_STEPS",
@@ -115,6 +116,7 @@ OFFICIAL_MAX_STEPS = 50  # ALFWorld's usual limit
 DEFAULT_CACHE_DIR = Path("~/.cache/dreamgym/alfworld")
 GENERATOR_VERSION = 1
 DATA_FOLDERS: dict[str, str] = {"train": "train", "eval": "valid_unseen"}
+ALFWORLD_DEFAULT_DATA = "~/.cache/alfworld"  # alfworld's own default for $ALFWORLD_DATA
 _EVAL_BUCKETS = 5  # one scene in five is an eval scene
 
 # Receptacle types per room with (min, max) instance counts, and the object classes of the room.
@@ -473,20 +475,12 @@ def _request_infos() -> Any:
     )
 
 
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """ALFWorld's modules print on import and load; keep test and job logs clean."""
-    with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
-        yield
-
-
 def _start_game(game_file: Path) -> Any:
-    with _quiet():
-        from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
-        from textworld.envs import PddlEnv
+    from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
+    from textworld.envs import PddlEnv
 
-        env = AlfredInfos(AlfredDemangler(PddlEnv(_request_infos()), shuffle=False))
-        env.load(str(game_file))
+    env = AlfredInfos(AlfredDemangler(PddlEnv(_request_infos()), shuffle=False))
+    env.load(str(game_file))
     return env
 
 
@@ -517,8 +511,7 @@ class _AlfredGames:
             self._close_game()
             self._game = _start_game(game_file)
             self._game_file = game_file
-        with _quiet():
-            game_state = self._game.reset()
+        game_state = self._game.reset()
         raw = str(game_state.feedback)
         observation, task = _split_intro(raw)
         self._task = task or "Complete the household task."
@@ -547,8 +540,7 @@ class _AlfredGames:
             raise RuntimeError(f"{self.environment_id}: call reset() before step()")
         if self._done:
             raise RuntimeError(f"{self.environment_id}: the episode has ended; call reset()")
-        with _quiet():
-            game_state, native_reward, _ = self._game.step(action)
+        game_state, native_reward, _ = self._game.step(action)
         self.num_steps_total += 1
         record_real_step()
         self._step += 1
@@ -718,7 +710,8 @@ class AlfWorldDataEnv(_AlfredGames):
     """ALFWorld's official tasks (``json_2.1.1``) behind the RealEnv interface.
 
     Args:
-        data_dir: folder holding ``json_2.1.1`` (default ``$ALFWORLD_DATA``).
+        data_dir: folder holding ``json_2.1.1`` (default ``$ALFWORLD_DATA``, else ALFWorld's own
+            default ``~/.cache/alfworld``, where ``alfworld-download`` puts it).
         max_steps: truncation limit in actions (default 50).
         cache_dir: where games built from ``initial_state.pddl`` are written (default
             ``<alfworld cache>/official``).
@@ -730,8 +723,8 @@ class AlfWorldDataEnv(_AlfredGames):
         environment_id: ``"alfworld-official"``.
 
     Raises:
-        ValueError: no data folder given and ``ALFWORLD_DATA`` unset, bad ``eval_folder`` or
-            ``max_steps < 1``. A missing split folder raises ``FileNotFoundError`` at ``reset``.
+        ValueError: bad ``eval_folder`` or ``max_steps < 1``. Missing data raises
+            ``FileNotFoundError`` (naming the folder and ``ALFWORLD_DATA``) at ``reset``.
     """
 
     def __init__(
@@ -743,12 +736,7 @@ class AlfWorldDataEnv(_AlfredGames):
         task_types: list[str] | None = None,
         eval_folder: str = DATA_FOLDERS["eval"],
     ):
-        data = data_dir or os.environ.get("ALFWORLD_DATA")
-        if not data:
-            raise ValueError(
-                "alfworld-official needs the official data: set ALFWORLD_DATA or pass data_dir "
-                "(see docs/environments.md)"
-            )
+        data = data_dir or os.environ.get("ALFWORLD_DATA") or ALFWORLD_DEFAULT_DATA
         if eval_folder not in ("valid_seen", "valid_unseen"):
             raise ValueError(f"eval_folder must be valid_seen or valid_unseen, got {eval_folder!r}")
         self.environment_id = OFFICIAL_ENVIRONMENT_ID

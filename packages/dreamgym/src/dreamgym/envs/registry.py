@@ -89,8 +89,7 @@ def make_env(
         :class:`~dreamgym.envs.webshop_env.WebShopEnv`).
 
     Raises:
-        ValueError: unknown id (the message lists the valid ids) or invalid parameters;
-            ``alfworld-official`` without ``ALFWORLD_DATA`` / ``data_dir``.
+        ValueError: unknown id (the message lists the valid ids) or invalid parameters.
         TypeError: a parameter the adapter does not take.
     """
     if environment_id in twx.ENVIRONMENT_IDS:

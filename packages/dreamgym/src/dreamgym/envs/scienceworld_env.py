@@ -659,10 +659,10 @@ class ScienceWorldEnv:
         terminated = won or lost
         truncated = not terminated and episode.step >= self.max_steps
         episode.done = terminated or truncated
-        if not episode.done:
-            self._refresh(episode)
-        else:
+        if terminated:
             episode.look, episode.inventory = str(infos["look"]), str(infos["inv"])
+        else:  # a truncated state still lists its actions, as in the other adapters
+            self._refresh(episode)
         info = {
             "raw_observation": raw,
             "native_reward": (max(score, 0) - max(previous, 0)) / _SCORE_WIN,
