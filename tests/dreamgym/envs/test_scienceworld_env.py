@@ -267,3 +267,18 @@ def test_scienceworld_invalid_arguments_raise_value_error():
 def test_scienceworld_unknown_task_is_reported_at_reset():
     with ScienceWorldEnv("juggle-flames") as env, pytest.raises(ValueError, match="juggle"):
         env.reset(0)
+
+
+@envs_mark
+def test_scienceworld_truncated_state_lists_the_new_rooms_actions():
+    with ScienceWorldEnv("find-non-living-thing", max_steps=2) as env:
+        env.reset(0)
+        before = env.step(env.expert_actions()[0]).state  # open the door
+        destination = env.expert_actions()[0]  # go to <room>
+
+        result = env.step(destination)
+
+        assert result.truncated and not result.terminated
+        assert destination in before.admissible_actions
+        assert destination not in result.state.admissible_actions
+        assert result.state.admissible_actions and "look around" in result.state.admissible_actions
