@@ -45,7 +45,12 @@ def test_grpo_validator_valid_config_normalises_job_fields():
     assert config == {
         "grpo": {"group_size": 2},
         "resume": True,
-        "services": {"experience_model": None, "replay_store": "u", "task_generator": None},
+        "services": {
+            "experience_model": None,
+            "replay_store": "u",
+            "task_generator": None,
+            "api_key": None,  # filled by the job API from the caller's key, never returned
+        },
     }
     assert grpo_config(config) == GRPOConfig(group_size=2)
 
