@@ -31,6 +31,7 @@ from dreamgym.errors import (
     EpisodeFinishedError,
     EpisodeNotFoundError,
 )
+from dreamgym.experience_types import EpisodeOptions
 from dreamgym.types import AbstractState, Task, Transition
 
 __all__ = [
@@ -95,6 +96,7 @@ class Episode:
         last_access: monotonic time of the last read or write (for the in-memory idle TTL).
         revision: number of saves committed so far; :meth:`EpisodeStore.save` only commits when
             the stored revision still equals this one (compare-and-set), then increments it.
+        options: the reset's prompt switches (``None``: the service's).
     """
 
     episode_id: str
@@ -108,6 +110,7 @@ class Episode:
     created_at: float = field(default_factory=time.time)
     last_access: float = field(default_factory=time.monotonic)
     revision: int = 0
+    options: EpisodeOptions | None = None
 
     @property
     def done(self) -> bool:

@@ -26,13 +26,20 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from dreamgym.errors import DreamGymError, MalformedTransitionError, StepTimeoutError
+from dreamgym.experience_types import EpisodeOptions
 from dreamgym.types import AbstractState, Task, Transition
 from experience_model.domain.batching import MicroBatcher
 from experience_model.domain.episodes import Episode, EpisodeStore, new_episode_id
-from experience_model.domain.prompts import HistoryStep
+from experience_model.domain.prompts import HistoryStep, PromptOptions
 from experience_model.domain.simulator import ExperienceModel, StepPrediction, StepQuery
 
-__all__ = ["LEASE_MARGIN_S", "EpisodeService", "StepObserver", "StepOutcome"]
+__all__ = [
+    "LEASE_MARGIN_S",
+    "EpisodeService",
+    "StepObserver",
+    "StepOutcome",
+    "episode_prompt_options",
+]
 
 LEASE_MARGIN_S = 5.0
 """Seconds a step lease outlives the step deadline (a crashed replica frees it after that)."""
@@ -65,6 +72,16 @@ class StepOutcome:
     episode: Episode
     transition: Transition
     prediction: StepPrediction
+
+
+def episode_prompt_options(
+    base: PromptOptions, override: EpisodeOptions | None
+) -> PromptOptions | None:
+    """``base`` with the episode's non-``None`` switches applied (``None`` when nothing is set)."""
+    if override is None:
+        return None
+    changes = override.model_dump(exclude_none=True)
+    return dataclasses.replace(base, **changes) if changes else None
 
 
 def _history(ep: Episode) -> list[HistoryStep]:
@@ -123,8 +140,9 @@ class EpisodeService:
         seed: int | None = None,
         max_steps: int | None = None,
         episode_id: str | None = None,
+        options: EpisodeOptions | None = None,
     ) -> Episode:
-        """Start an episode in the task's initial state.
+        """Start an episode in the task's initial state (``options``: its prompt switches).
 
         Raises:
             InvalidRequestError: ``max_steps`` above the service limit (422).
@@ -145,6 +163,7 @@ class EpisodeService:
             state=task.initial_state(),
             max_steps=limit,
             seed=seed,
+            options=options,
         )
         self.store.create(episode)  # atomic: 409 if episode_id is live, 429 when full
         return episode
@@ -237,6 +256,7 @@ class EpisodeService:
             action=action,
             history=_history(ep),
             seed=step_seed,
+            options=episode_prompt_options(self.model.options, ep.options),
         )
         try:
             result = await asyncio.wait_for(

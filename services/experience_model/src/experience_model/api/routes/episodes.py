@@ -41,7 +41,11 @@ def _episode(ep: Episode) -> EpisodeResponse:
 def reset_episode(body: EpisodeResetRequest, service: EpisodeServiceDep) -> EpisodeResponse:
     """Start an imagined episode in the task's initial abstract state."""
     ep = service.reset(
-        body.task, seed=body.seed, max_steps=body.max_steps, episode_id=body.episode_id
+        body.task,
+        seed=body.seed,
+        max_steps=body.max_steps,
+        episode_id=body.episode_id,
+        options=body.options,
     )
     return _episode(ep)
 
