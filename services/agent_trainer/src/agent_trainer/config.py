@@ -172,6 +172,8 @@ class RLConfig:
     curriculum_seed_tasks: int = 4
     curriculum_variations: int = 2
     push_synthetic: bool = True
+    em_refresh_every: int = 0
+    em_refresh_sft: dict[str, Any] = field(default_factory=dict)
     checkpoint_every: int = 10
     seed: int = 0
     policy: PolicyConfig = field(default_factory=PolicyConfig)
@@ -191,6 +193,7 @@ class RLConfig:
             "beta": self.beta >= 0,
             "max_grad_norm": self.max_grad_norm > 0,
             "curriculum_every": self.curriculum_every >= 0,
+            "em_refresh_every": self.em_refresh_every >= 0,
             "checkpoint_every": self.checkpoint_every >= 1,
         }
 
@@ -230,6 +233,10 @@ class GRPOConfig(RLConfig):
             [Eq. 6-7].
         curriculum_seed_tasks / curriculum_variations: m seed tasks × n variations per call.
         push_synthetic: add the imagined trajectories to the replay store (co-evolving buffer).
+        em_refresh_every: every N iterations, fine-tune the experience model on the grown buffer
+            (real + synthetic) and reload it (0 = never; the paper keeps it frozen; see
+            :mod:`agent_trainer.em_refresh`).
+        em_refresh_sft: SFT config fields of those refreshes (e.g. ``{"steps": 100}``).
         checkpoint_every: save the policy every N iterations (and at the end).
         seed: seed of task sampling, episode seeds and policy sampling.
         policy: the policy model (and its optional LoRA adapters).
