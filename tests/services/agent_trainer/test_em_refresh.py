@@ -197,7 +197,7 @@ def test_refresh_service_error_is_counted_not_raised(tmp_path):
     assert r.refresh(iteration=0) == {"experience_model/refresh_failures": 1.0}
 
 
-# -- the trigger in the RL loop ----------------------------------------------------------------------
+# -- the trigger in the RL loop ----------------------------------------------------------------
 
 
 class RecordingRefresher:
@@ -248,9 +248,7 @@ def test_trainer_refreshes_every_n_iterations_and_logs_the_metrics(make_policy, 
 
 @pytest.mark.model
 @pytest.mark.parametrize("case", ["never", "real_pool"])
-def test_trainer_does_not_refresh_when_off_or_in_the_real_environment(
-    make_policy, tmp_path, case
-):
+def test_trainer_does_not_refresh_when_off_or_in_the_real_environment(make_policy, tmp_path, case):
     refresher_ = RecordingRefresher()
     pool = ScriptedPool(real=case == "real_pool")
     trainer = GRPOTrainer(

@@ -129,7 +129,7 @@ class RestExperienceModelRefresher:
         self.history: list[dict[str, Any]] = []
 
     def refresh(self, iteration: int) -> dict[str, float]:
-        """Train, wait, reload; metrics ``experience_model/*`` (failures are counted, not raised)."""
+        """Train, wait, reload; ``experience_model/*`` metrics (failures counted, not raised)."""
         start = self.clock()
         try:
             checkpoint, result = self._train(iteration)
