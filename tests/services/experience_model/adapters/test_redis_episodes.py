@@ -25,6 +25,7 @@ from dreamgym.errors import (
     CapacityError,
     ConflictError,
     EpisodeNotFoundError,
+    QuotaExceededError,
 )
 from dreamgym.testing.fakes import FakeLLMBackend
 from experience_model.adapters.redis_episodes import (
@@ -65,8 +66,8 @@ def make_store(redis_url: str) -> Iterator[Callable[..., RedisEpisodeStore]]:
         store.close()
 
 
-def episode_key(episode_id: str, prefix: str = PREFIX) -> str:
-    return f"{prefix}:episode:{episode_id}"
+def episode_key(episode_id: str, prefix: str = PREFIX, team: str = "default") -> str:
+    return f"{prefix}:episode:{team}:{episode_id}"
 
 
 # -- the stored document (no Redis) -----------------------------------------------------------
@@ -83,6 +84,14 @@ def test_document_round_trips_through_json_wire_types():
     assert parsed["format"] == 1
     assert parsed["task"]["task_id"] == make_task(4).task_id
     assert parsed["transitions"][0]["action"] == "move north"
+
+
+def test_document_keeps_the_team_and_reads_old_documents_as_default():
+    doc = json.loads(to_document(new_episode(team="lab-a")))
+    del doc["team"]  # written before episodes had teams
+
+    assert from_document(to_document(new_episode(team="lab-a")), revision=0).team == "lab-a"
+    assert from_document(json.dumps(doc), revision=0).team == "default"
 
 
 def test_document_with_unknown_field_is_rejected():
@@ -129,13 +138,15 @@ def test_index_entries_of_expired_episodes_are_reaped(make_store, raw):
     store = make_store(ttl_s=60.0)
     store.create(new_episode(0))
     store.create(new_episode(1))
-    raw.pexpire(episode_key("ep-0"), 1)  # Redis expires the key; its index entry lingers
-    raw.zadd(f"{PREFIX}:live", {"ep-0": 0})  # ... with a score in the past, as after a real TTL
+    raw.pexpire(episode_key("ep-0"), 1)  # Redis expires the key; its index entries linger
+    raw.zadd(f"{PREFIX}:live", {"default:ep-0": 0})  # ... with a score in the past, as after
+    raw.zadd(f"{PREFIX}:live:default", {"ep-0": 0})  # a real TTL
 
     assert raw.zcard(f"{PREFIX}:live") == 2
-    assert store.live_count() == 1
+    assert store.live_count() == store.live_count("default") == 1
     assert store.reap() == 1
-    assert raw.zrange(f"{PREFIX}:live", 0, -1) == [b"ep-1"]
+    assert raw.zrange(f"{PREFIX}:live", 0, -1) == [b"default:ep-1"]
+    assert raw.zrange(f"{PREFIX}:live:default", 0, -1) == [b"ep-1"]
 
 
 @pytest.mark.integration
@@ -181,6 +192,40 @@ def test_capacity_is_counted_across_replicas(make_store):
     a.create(new_episode(2))
 
     assert a.live_count() == 2
+
+
+@pytest.mark.integration
+def test_team_quota_is_counted_across_replicas(make_store):
+    a, b = (make_store(max_episodes_per_team=2, quota_retry_after_s=9.0) for _ in range(2))
+    a.create(new_episode(0, team="lab-a"))
+    b.create(new_episode(1, team="lab-a"))
+
+    with pytest.raises(QuotaExceededError) as info:
+        a.create(new_episode(2, team="lab-a"))
+    b.create(new_episode(2, team="lab-b"))  # another team is unaffected
+    a.delete("ep-0", team="lab-a")
+    b.create(new_episode(3, team="lab-a"))
+
+    assert info.value.retry_after_s == 9.0
+    assert (a.live_count("lab-a"), b.live_count("lab-b"), a.live_count()) == (2, 1, 3)
+
+
+@pytest.mark.integration
+def test_team_index_follows_create_delete_and_expiry(make_store, raw):
+    store = make_store()
+    store.create(new_episode(0, team="lab-a"))
+    store.create(new_episode(1, team="lab-a"))
+    store.delete("ep-0", team="lab-a")
+    raw.pexpire(episode_key("ep-1", team="lab-a"), 1)
+    for key, member in ((f"{PREFIX}:live", "lab-a:ep-1"), (f"{PREFIX}:live:lab-a", "ep-1")):
+        raw.zadd(key, {member: 0})  # what a real TTL leaves behind
+
+    members = raw.zrange(f"{PREFIX}:live:lab-a", 0, -1)
+    reaped = store.reap()
+
+    assert members == [b"ep-1"]  # the deleted one left both indexes at once
+    assert reaped == 1
+    assert raw.exists(f"{PREFIX}:live", f"{PREFIX}:live:lab-a") == 0
 
 
 @pytest.mark.integration
@@ -297,7 +342,7 @@ async def test_step_whose_lease_lapsed_cannot_overwrite_a_newer_commit(make_repl
     ep = slow.reset(make_task())
     in_flight = asyncio.create_task(slow.step(ep.episode_id, "move north"))
     await asyncio.sleep(0.1)
-    raw.delete(f"{PREFIX}:lease:{ep.episode_id}")  # as if the slow replica's lease expired
+    raw.delete(f"{PREFIX}:lease:default:{ep.episode_id}")  # as if the slow replica's lease expired
 
     committed = await fast.step(ep.episode_id, "move south")
     release.set()
@@ -307,7 +352,7 @@ async def test_step_whose_lease_lapsed_cannot_overwrite_a_newer_commit(make_repl
     detail = fast.get(ep.episode_id)
     assert [t.action for t in detail.transitions] == ["move south"]
     assert detail.state == committed.episode.state
-    assert raw.exists(f"{PREFIX}:lease:{ep.episode_id}") == 0
+    assert raw.exists(f"{PREFIX}:lease:default:{ep.episode_id}") == 0
 
 
 # -- wiring in the app ------------------------------------------------------------------------

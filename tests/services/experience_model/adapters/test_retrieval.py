@@ -1,9 +1,17 @@
-"""Tests of replay-store retrieval (experience_model.adapters.retrieval) with a fake client."""
+"""Tests of replay-store retrieval (experience_model.adapters.retrieval) with a fake client, and
+with the real async client on a recording ``httpx.MockTransport`` (whose key each request
+carries)."""
 
 from __future__ import annotations
 
+import json
+
+import httpx
+
+from dreamgym.clients.replay_store import AsyncReplayStoreClient
 from dreamgym.replay_types import MAX_RETRIEVAL_QUERIES, RetrievedTransition
 from experience_model.adapters.retrieval import ReplayStoreRetriever, to_example
+from experience_model.domain.caller import Caller, CallerStepQuery
 from experience_model.domain.simulator import StepQuery
 
 
@@ -81,6 +89,67 @@ async def test_retriever_splits_large_groups_into_request_sized_chunks():
     assert [c["n"] for c in client.calls] == [MAX_RETRIEVAL_QUERIES, 5]
     assert [r[0].example.observation for r in results] == [f"q{i}" for i in range(n)]
     assert client.calls[0]["source"] is None
+
+
+class RecordingTransport:
+    """Answers ``/v1/retrieve`` with one hit per query; records (Authorization, queries)."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str | None, int]] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        queries = json.loads(request.content)["queries"]
+        self.requests.append((request.headers.get("authorization"), len(queries)))
+        hits = [[hit("traj-1", 0, q["observation"]).model_dump(mode="json")] for q in queries]
+        return httpx.Response(200, json={"results": hits})
+
+
+def as_caller(team: str, key: str | None, observation: str = "q") -> CallerStepQuery:
+    return CallerStepQuery(
+        caller=Caller(team=team, api_key=key),
+        task="t",
+        environment="env-a",
+        observation=observation,
+        admissible_actions=["a"],
+        action="a",
+    )
+
+
+def recording_retriever(**kwargs) -> tuple[ReplayStoreRetriever, RecordingTransport]:
+    transport = RecordingTransport()
+    client = AsyncReplayStoreClient(
+        "http://replay-store",
+        api_key="service-key",
+        transport=httpx.MockTransport(transport),
+        max_retries=0,
+    )
+    return ReplayStoreRetriever(client, source="real", **kwargs), transport
+
+
+async def test_each_callers_key_is_sent_and_plain_queries_use_the_clients_own():
+    retriever, transport = recording_retriever(cache_ttl_s=0)
+    queries = [as_caller("lab-a", "key-a", "q0"), query("q1", "env-a"), as_caller("lab-b", "key-b")]
+
+    results = await retriever.retrieve(queries, k=1)
+
+    assert sorted(transport.requests) == [
+        ("Bearer key-a", 1),
+        ("Bearer key-b", 1),
+        ("Bearer service-key", 1),
+    ]
+    assert [r[0].example.observation for r in results] == ["q0", "q1", "q"]
+    assert "key-a" not in repr(queries[0])  # the key stays out of reprs (and so of logs)
+
+
+async def test_cache_is_per_team_not_per_key():
+    retriever, transport = recording_retriever(cache_ttl_s=300)
+
+    await retriever.retrieve([as_caller("lab-a", "key-a1")], k=1)
+    await retriever.retrieve([as_caller("lab-a", "key-a2")], k=1)  # same team: cached
+    await retriever.retrieve([as_caller("lab-b", "key-b")], k=1)  # another team: asks again
+
+    assert transport.requests == [("Bearer key-a1", 1), ("Bearer key-b", 1)]
+    assert (retriever.hits, retriever.misses) == (1, 2)
 
 
 class SourcedReplayStoreClient:

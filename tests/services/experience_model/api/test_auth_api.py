@@ -1,7 +1,6 @@
 """API keys on the experience model: /v1 routes need a team's key when auth is enabled.
 
-Episodes are not scoped by team yet (see the teams section of the README); this checks the
-shared wiring only.
+This checks the shared wiring only; what each team may see and do is in ``test_teams_api.py``.
 """
 
 from __future__ import annotations

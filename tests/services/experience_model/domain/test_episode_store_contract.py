@@ -1,7 +1,8 @@
 """The :class:`EpisodeStore` contract, run against every store: in memory and in a real Redis.
 
 Both stores must agree on what a client can observe: round trips, 404/409/429, the idle and the
-finished TTL (real clock, generous margins), the step lease and the compare-and-set commit.
+finished TTL (real clock, generous margins), the step lease and the compare-and-set commit, and
+teams: episodes addressed by ``(team, episode_id)`` and the per-team live-episode quota.
 """
 
 from __future__ import annotations
@@ -14,7 +15,12 @@ from typing import Any
 
 import pytest
 
-from dreamgym.errors import CapacityError, ConflictError, EpisodeNotFoundError
+from dreamgym.errors import (
+    CapacityError,
+    ConflictError,
+    EpisodeNotFoundError,
+    QuotaExceededError,
+)
 from experience_model.domain.episodes import EpisodeStore, InMemoryEpisodeStore
 
 from ..factories import advanced, fields_of, make_task, new_episode
@@ -290,3 +296,94 @@ def test_release_with_a_stale_token_keeps_the_current_lease(make_store):
 
 def test_ready_reports_no_problem(make_store):
     assert make_store().ready() is None
+
+
+# -- teams -------------------------------------------------------------------------------------
+
+
+def test_another_teams_episode_is_not_there(make_store):
+    store = make_store()
+    store.create(new_episode(0, team="lab-a"))
+
+    with pytest.raises(EpisodeNotFoundError) as read:
+        store.get("ep-0", team="lab-b")
+    with pytest.raises(EpisodeNotFoundError):
+        store.save(
+            advanced(dataclasses.replace(store.get("ep-0", team="lab-a"), team="lab-b"), "x")
+        )
+    deleted = store.delete("ep-0", team="lab-b")
+
+    assert read.value.param == "episode_id" and "ep-0" in read.value.message
+    assert deleted is False
+    kept = store.get("ep-0", team="lab-a")
+    assert kept.team == "lab-a" and kept.revision == 0 and kept.transitions == []
+    with pytest.raises(EpisodeNotFoundError):
+        store.get("ep-0")  # nor is it the default team's
+
+
+def test_two_teams_may_use_the_same_episode_id(make_store):
+    store = make_store()
+    store.create(new_episode(0, team="lab-a"))
+    store.create(dataclasses.replace(new_episode(0, team="lab-b"), task=make_task(7)))
+
+    store.save(advanced(store.get("ep-0", team="lab-b"), "move north"))
+
+    a, b = store.get("ep-0", team="lab-a"), store.get("ep-0", team="lab-b")
+    assert (a.task, b.task) == (make_task(0), make_task(7))
+    assert (a.revision, len(a.transitions), b.revision, len(b.transitions)) == (0, 0, 1, 1)
+    assert store.delete("ep-0", team="lab-a") is True
+    assert store.get("ep-0", team="lab-b").revision == 1
+    assert (store.live_count("lab-a"), store.live_count("lab-b"), store.live_count()) == (0, 1, 1)
+
+
+def test_step_leases_are_per_team(make_store):
+    store = make_store()
+
+    store.claim("ep-0", ttl_s=30.0, team="lab-a")
+    store.claim("ep-0", ttl_s=30.0, team="lab-b")  # not "in progress": another team's id
+
+    with pytest.raises(ConflictError):
+        store.claim("ep-0", ttl_s=30.0, team="lab-a")
+
+
+def test_team_quota_is_429_with_retry_after_and_spares_other_teams(make_store):
+    store = make_store(max_episodes_per_team=2, quota_retry_after_s=7.0)
+    store.create(new_episode(0, team="lab-a"))
+    store.create(new_episode(1, team="lab-a"))
+
+    with pytest.raises(QuotaExceededError) as info:
+        store.create(new_episode(2, team="lab-a"))
+    store.create(new_episode(2, team="lab-b"))
+    store.delete("ep-0", team="lab-a")
+    store.create(new_episode(3, team="lab-a"))
+
+    assert info.value.status_code == 429 and info.value.error_type == "quota_exceeded"
+    assert info.value.retry_after_s == 7.0
+    assert "lab-a" in info.value.message and "2" in info.value.message
+    assert (store.live_count("lab-a"), store.live_count("lab-b")) == (2, 1)
+    with pytest.raises(EpisodeNotFoundError):
+        store.get("ep-2", team="lab-a")  # the refused reset stored nothing
+
+
+def test_expired_episodes_free_the_team_quota(make_store):
+    store = make_store(max_episodes_per_team=1, ttl_s=0.3)
+    store.create(new_episode(0, team="lab-a"))
+    with pytest.raises(QuotaExceededError):
+        store.create(new_episode(1, team="lab-a"))
+
+    time.sleep(0.6)
+    store.create(new_episode(1, team="lab-a"))
+
+    assert store.live_count("lab-a") == 1
+    assert store.get("ep-1", team="lab-a").team == "lab-a"
+
+
+def test_without_a_team_quota_only_capacity_bounds_a_team(make_store):
+    store = make_store(max_episodes=3)
+    for i in range(3):
+        store.create(new_episode(i, team="lab-a"))
+
+    with pytest.raises(CapacityError) as info:
+        store.create(new_episode(3, team="lab-b"))
+
+    assert info.value.error_type == "capacity_reached"

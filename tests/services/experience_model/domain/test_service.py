@@ -16,12 +16,13 @@ from dreamgym.errors import (
     StepTimeoutError,
 )
 from dreamgym.testing.fakes import FakeLLMBackend
+from experience_model.domain.caller import Caller, caller_of
 from experience_model.domain.episodes import InMemoryEpisodeStore
 from experience_model.domain.prompts import PromptOptions
 from experience_model.domain.service import EpisodeService
 from experience_model.domain.simulator import ExperienceModel, SamplingConfig
 
-from ..factories import GARBAGE, LOSE, WIN, make_task, scripted_responder
+from ..factories import GARBAGE, LOSE, WIN, FakeRetriever, make_task, scripted_responder
 
 
 @pytest.fixture()
@@ -271,3 +272,29 @@ async def test_finished_episode_is_not_waited_for_by_the_next_batch(make_service
 
     assert won.transition.terminated and out.transition.step == 0
     assert loop.time() - start < 1.0  # not the 2 s a returning caller would be waited for
+
+
+# -- teams -------------------------------------------------------------------------------------
+
+
+async def test_steps_carry_their_caller_to_retrieval_and_stay_in_their_team(make_service):
+    service = make_service()
+    retriever = FakeRetriever()
+    service.model.retriever = retriever
+    lab_a, lab_b = Caller("lab-a", api_key="key-a"), Caller("lab-b", api_key="key-b")
+    ep_a = service.reset(make_task(0), team="lab-a")
+    ep_b = service.reset(make_task(1), team="lab-b")
+
+    results = await service.step_many(
+        [(ep_a.episode_id, "move north", None), (ep_b.episode_id, "move north", None)],
+        caller=lab_a,
+    )
+    await service.step(ep_b.episode_id, "move north", caller=lab_b)
+
+    assert results[0].episode.state.step == 1
+    assert isinstance(results[1], EpisodeNotFoundError)  # lab-b's episode, asked by lab-a
+    callers = [caller_of(q) for queries, _ in retriever.calls for q in queries]
+    assert callers == [lab_a, lab_b]
+    assert service.get(ep_b.episode_id, team="lab-b").state.step == 1  # only its own step
+    assert service.close(ep_a.episode_id, team="lab-b") is False
+    assert service.get(ep_a.episode_id, team="lab-a").team == "lab-a"

@@ -154,11 +154,11 @@ def status(data_dir: DataDir = Path(".dreamgym")) -> None:
 
 @app.command()
 def envs() -> None:
-    """List the real text environments and their default step limits."""
-    from dreamgym.envs import list_environments  # noqa: PLC0415
+    """List the real text environments and where their games come from."""
+    from dreamgym.envs import describe_environments  # noqa: PLC0415
 
-    for env_id in list_environments():
-        console.print(env_id)
+    for env_id, source in describe_environments().items():
+        console.print(f"{env_id:<28} {source}", highlight=False, soft_wrap=True)
 
 
 @app.command("export")

@@ -243,10 +243,18 @@ class AsyncReplayStoreClient(AsyncServiceClient):
         source: DataSource | None = None,
         split: Split | None = None,
         exclude_trajectory_ids: Sequence[str] | None = None,
+        api_key: str | None = None,
     ) -> list[list[RetrievedTransition]]:
-        """Top-k stored transitions per query, most similar first."""
+        """Top-k stored transitions per query, most similar first.
+
+        ``api_key`` sends this one request with another key than the client's (a service
+        retrieving on behalf of its caller's team).
+        """
         filters = _filters(environment, source, split, exclude_trajectory_ids)
-        data = await self.request("POST", "/v1/retrieve", json=_retrieval_body(queries, k, filters))
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+        data = await self.request(
+            "POST", "/v1/retrieve", json=_retrieval_body(queries, k, filters), headers=headers
+        )
         return RetrievalResponse.model_validate(data).results
 
     async def sample(

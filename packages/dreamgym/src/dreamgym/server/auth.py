@@ -23,7 +23,7 @@ service without it needs no database driver.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
@@ -48,7 +48,9 @@ __all__ = [
     "TeamAuth",
     "TeamDep",
     "auth_readiness",
+    "presented_api_key",
     "require_team",
+    "team_of_headers",
     "team_auth",
 ]
 
@@ -158,6 +160,53 @@ def _presented_key(
     return None
 
 
+def presented_api_key(headers: Mapping[str, str]) -> str | None:
+    """The API key in request or WebSocket-handshake ``headers``, or ``None``.
+
+    ``Authorization: Bearer <key>`` wins over ``X-API-Key: <key>``, as in :func:`require_team`.
+    """
+    scheme, _, credentials = headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    header_key = headers.get(API_KEY_HEADER.lower(), "").strip()
+    return header_key or None
+
+
+def _team_of_key(state: TeamAuth | None, key: str | None) -> tuple[str, str | None]:
+    """``(team, key_id)`` of ``key``; ``("default", None)`` with authentication disabled."""
+    if state is None:
+        raise BackendUnavailableError("service is starting", retry_after_s=1.0)
+    if state.authenticator is None:
+        return DEFAULT_TEAM, None
+    if key is None:
+        raise AuthenticationError(
+            f"missing API key: send 'Authorization: Bearer <key>' or '{API_KEY_HEADER}: <key>'"
+        )
+    owner = state.authenticator.authenticate(key)
+    if owner is None:
+        raise AuthenticationError("invalid or revoked API key")
+    return owner.team, owner.key_id
+
+
+def team_of_headers(state: TeamAuth | None, headers: Mapping[str, str]) -> str:
+    """The team of the key in ``headers`` (for WebSocket handshakes; blocking, so call it in a
+    worker thread).
+
+    Args:
+        state: ``app.state.team_auth`` (``None`` before the lifespan ran).
+        headers: the handshake's headers (case-insensitive mapping).
+
+    Returns:
+        The key's team, or ``"default"`` when authentication is disabled.
+
+    Raises:
+        AuthenticationError: authentication is enabled and the key is missing, malformed,
+            unknown or revoked (401).
+        BackendUnavailableError: the service has not started, or the registry is down (503).
+    """
+    return _team_of_key(state, presented_api_key(headers))[0]
+
+
 def require_team(
     request: Request,
     bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
@@ -175,22 +224,11 @@ def require_team(
         BackendUnavailableError: the service has not started, or the registry is down (503).
     """
     state: TeamAuth | None = getattr(request.app.state, "team_auth", None)
-    if state is None:
-        raise BackendUnavailableError("service is starting", retry_after_s=1.0)
-    if state.authenticator is None:
-        request.state.team = DEFAULT_TEAM
-        return DEFAULT_TEAM
-    key = _presented_key(bearer, header_key)
-    if key is None:
-        raise AuthenticationError(
-            f"missing API key: send 'Authorization: Bearer <key>' or '{API_KEY_HEADER}: <key>'"
-        )
-    owner = state.authenticator.authenticate(key)
-    if owner is None:
-        raise AuthenticationError("invalid or revoked API key")
-    request.state.team = owner.team
-    request.state.api_key_id = owner.key_id
-    return owner.team
+    team, key_id = _team_of_key(state, _presented_key(bearer, header_key))
+    request.state.team = team
+    if key_id is not None:
+        request.state.api_key_id = key_id
+    return team
 
 
 TeamDep = Annotated[str, Depends(require_team)]

@@ -1,10 +1,14 @@
 """Top-k retrieval from the replay store over REST (paper Eq. 4, arXiv 2511.03773).
 
-Queries of one batch are grouped by environment and sent as one ``POST /v1/retrieve`` per group,
-restricted to that environment and to ``source`` (real, synthetic or any). Results are cached per
-``(environment, source, k, task, observation, action)`` for ``cache_ttl_s`` seconds: imagined
-rollouts revisit the same abstract states constantly, and the real part of the buffer only changes
-when new real data is ingested (set the TTL to 0 to disable the cache).
+Retrieval acts as the caller: the replay store only returns the caller's team's transitions, so
+each query is sent with the API key of the request it came from
+(:func:`~experience_model.domain.caller.caller_of`; without one, with the client's own key).
+Queries of one batch are grouped by (team, key, environment) and sent as one ``POST /v1/retrieve``
+per group, restricted to that environment and to ``source`` (real, synthetic or any). Results are
+cached per ``(team, environment, source, k, task, observation, action)`` for ``cache_ttl_s``
+seconds, so a team never gets another team's cached transitions: imagined rollouts revisit the
+same abstract states constantly, and the real part of the buffer only changes when new real data
+is ingested (set the TTL to 0 to disable the cache). Keys are never logged nor cached.
 
 With ``synthetic_fraction`` set (``EXPERIENCE_MODEL_RETRIEVAL_SOURCE=mix``) each group is
 retrieved twice, from the real and from the synthetic part of the buffer, and
@@ -22,6 +26,7 @@ from cachetools import TTLCache
 from dreamgym.clients.replay_store import AsyncReplayStoreClient
 from dreamgym.replay_types import MAX_RETRIEVAL_QUERIES, RetrievalQuery, RetrievedTransition
 from dreamgym.types import DataSource
+from experience_model.domain.caller import caller_of
 from experience_model.domain.mixing import mix_retrieved
 from experience_model.domain.prompts import ExampleTransition
 from experience_model.domain.simulator import RetrievedExample, StepQuery
@@ -80,20 +85,20 @@ class ReplayStoreRetriever:
         self.misses = 0
 
     def _key(self, q: StepQuery, k: int) -> tuple[object, ...]:
+        team = caller_of(q).team
         source = self.source if self.synthetic_fraction is None else self.synthetic_fraction
-        return (q.environment, source, k, q.task, q.observation, q.action)
+        return (team, q.environment, source, k, q.task, q.observation, q.action)
 
     async def _fetch(
-        self, queries: list[RetrievalQuery], k: int, environment: str | None
+        self, queries: list[RetrievalQuery], k: int, environment: str | None, api_key: str | None
     ) -> list[list[RetrievedTransition]]:
         if self.synthetic_fraction is None:
             return await self.client.retrieve(
-                queries, k=k, environment=environment, source=self.source
+                queries, k=k, environment=environment, source=self.source, api_key=api_key
             )
-        real = await self.client.retrieve(queries, k=k, environment=environment, source="real")
-        synthetic = await self.client.retrieve(
-            queries, k=k, environment=environment, source="synthetic"
-        )
+        kwargs = {"k": k, "environment": environment, "api_key": api_key}
+        real = await self.client.retrieve(queries, source="real", **kwargs)
+        synthetic = await self.client.retrieve(queries, source="synthetic", **kwargs)
         return [
             mix_retrieved(
                 r, s, k, synthetic_fraction=self.synthetic_fraction, score=lambda t: t.score
@@ -102,20 +107,23 @@ class ReplayStoreRetriever:
         ]
 
     async def retrieve(self, queries: Sequence[StepQuery], k: int) -> list[list[RetrievedExample]]:
-        """k nearest stored transitions per query (same environment), most similar first.
+        """k nearest stored transitions per query (same environment, the query caller's team),
+        most similar first.
 
         Raises:
             BackendUnavailableError: the replay store cannot be reached (after retries).
+            AuthenticationError: the replay store refused a caller's key (401).
         """
         results: list[list[RetrievedExample]] = [[] for _ in queries]
-        groups: dict[str | None, list[int]] = defaultdict(list)
+        groups: dict[tuple[str, str | None, str | None], list[int]] = defaultdict(list)
         for i, q in enumerate(queries):
             cached = self._lookup(self._key(q, k))
             if cached is not None:
                 results[i] = cached
             else:
-                groups[q.environment].append(i)
-        for environment, idx in groups.items():
+                caller = caller_of(q)
+                groups[(caller.team, caller.api_key, q.environment)].append(i)
+        for (_, api_key, environment), idx in groups.items():
             for start in range(0, len(idx), MAX_RETRIEVAL_QUERIES):
                 chunk = idx[start : start + MAX_RETRIEVAL_QUERIES]
                 hits = await self._fetch(
@@ -129,6 +137,7 @@ class ReplayStoreRetriever:
                     ],
                     k,
                     environment,
+                    api_key,
                 )
                 for i, row in zip(chunk, hits, strict=True):
                     results[i] = [to_example(t) for t in row]

@@ -7,9 +7,18 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 
 from dreamgym.errors import BackendUnavailableError
+from dreamgym.server.auth import TeamDep, presented_api_key
+from experience_model.domain.caller import Caller
 from experience_model.domain.service import EpisodeService
 
-__all__ = ["EpisodeServiceDep", "RuntimeDep", "get_episode_service", "get_runtime"]
+__all__ = [
+    "CallerDep",
+    "EpisodeServiceDep",
+    "RuntimeDep",
+    "get_caller",
+    "get_episode_service",
+    "get_runtime",
+]
 
 
 def get_runtime(request: Request) -> Any:
@@ -25,5 +34,14 @@ def get_episode_service(request: Request) -> EpisodeService:
     return get_runtime(request).episodes  # type: ignore[no-any-return]
 
 
+def get_caller(request: Request, team: TeamDep) -> Caller:
+    """The caller: its team (401 without a valid key when authentication is enabled) and, when
+    authentication is enabled, the key it presented (forwarded to the replay store)."""
+    state = getattr(request.app.state, "team_auth", None)
+    enabled = state is not None and state.enabled
+    return Caller(team=team, api_key=presented_api_key(request.headers) if enabled else None)
+
+
 EpisodeServiceDep = Annotated[EpisodeService, Depends(get_episode_service)]
 RuntimeDep = Annotated[Any, Depends(get_runtime)]
+CallerDep = Annotated[Caller, Depends(get_caller)]

@@ -5,6 +5,11 @@ abstract state, the transitions so far, the step limit and the flags. Episodes a
 ``episode_id`` (a random UUID4, unguessable) and expire after an idle TTL, so a client that
 vanishes cannot leak them (see ``shared/design/anchors.md``: OpenEnv PR #1000, ms-swift #9745).
 
+Every episode belongs to a **team** (:attr:`Episode.team`) and ids are per team: a store addresses
+an episode by ``(team, episode_id)``, so another team's episode is simply not there (404, exactly
+like an unknown id) and two teams may use the same client-chosen id. A store may bound the live
+episodes of each team (``max_episodes_per_team``: 429 ``quota_exceeded`` with ``Retry-After``).
+
 :class:`InMemoryEpisodeStore` serves one process; the Redis store
 (:mod:`experience_model.adapters.redis_episodes`: multi-replica, survives restarts) implements the
 same :class:`EpisodeStore` protocol.
@@ -25,11 +30,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from dreamgym.auth.keys import DEFAULT_TEAM
 from dreamgym.errors import (
     CapacityError,
     ConflictError,
     EpisodeFinishedError,
     EpisodeNotFoundError,
+    QuotaExceededError,
 )
 from dreamgym.experience_types import EpisodeOptions
 from dreamgym.types import AbstractState, Task, Transition
@@ -43,6 +50,7 @@ __all__ = [
     "exists_error",
     "in_progress_error",
     "new_episode_id",
+    "quota_error",
 ]
 
 
@@ -56,6 +64,15 @@ def capacity_error(live: int, max_episodes: int) -> CapacityError:
     return CapacityError(
         f"{live} live episodes (max {max_episodes}); close finished episodes or retry later",
         retry_after_s=1.0,
+    )
+
+
+def quota_error(team: str, live: int, limit: int, retry_after_s: float) -> QuotaExceededError:
+    """429 ``quota_exceeded`` for a reset beyond the team's ``max_episodes_per_team``."""
+    return QuotaExceededError(
+        f"team '{team}' has {live} live episodes (limit {limit}); close finished episodes "
+        "or retry later",
+        retry_after_s=retry_after_s,
     )
 
 
@@ -84,7 +101,7 @@ class Episode:
     """Server-side state of one imagined episode.
 
     Attributes:
-        episode_id: the id clients address the episode by.
+        episode_id: the id clients address the episode by (unique within its team).
         task: the task being played.
         state: the current abstract state s_t.
         transitions: the transitions so far (history for the prompt).
@@ -96,6 +113,7 @@ class Episode:
         last_access: monotonic time of the last read or write (for the in-memory idle TTL).
         revision: number of saves committed so far; :meth:`EpisodeStore.save` only commits when
             the stored revision still equals this one (compare-and-set), then increments it.
+        team: the team that reset the episode; only that team can read, step or close it.
         options: the reset's prompt switches (``None``: the service's).
     """
 
@@ -110,6 +128,7 @@ class Episode:
     created_at: float = field(default_factory=time.time)
     last_access: float = field(default_factory=time.monotonic)
     revision: int = 0
+    team: str = DEFAULT_TEAM
     options: EpisodeOptions | None = None
 
     @property
@@ -129,22 +148,26 @@ class EpisodeStore(Protocol):
 
     An episode is *live* from :meth:`create` until it is deleted or expires: after ``ttl_s``
     without a read or write while running, after ``finished_ttl_s`` once terminated/truncated.
+    Episodes are addressed by ``(team, episode_id)``; ``team`` defaults to ``"default"`` (the
+    single-user service).
     """
 
     def create(self, episode: Episode) -> None:
-        """Store a new episode at revision 0.
+        """Store a new episode of ``episode.team`` at revision 0.
 
         Raises:
+            QuotaExceededError: the team has ``max_episodes_per_team`` live episodes (429,
+                ``Retry-After``).
             CapacityError: ``max_episodes`` live episodes already (429, ``Retry-After``).
-            ConflictError: an episode with this id is live (409, param ``episode_id``).
+            ConflictError: the team has a live episode with this id (409, param ``episode_id``).
         """
         ...
 
-    def get(self, episode_id: str) -> Episode:
-        """Return the episode and refresh its TTL.
+    def get(self, episode_id: str, *, team: str = DEFAULT_TEAM) -> Episode:
+        """Return the team's episode and refresh its TTL.
 
         Raises:
-            EpisodeNotFoundError: unknown, deleted or expired (404).
+            EpisodeNotFoundError: unknown, deleted, expired or another team's (404).
         """
         ...
 
@@ -157,19 +180,19 @@ class EpisodeStore(Protocol):
         """
         ...
 
-    def delete(self, episode_id: str) -> bool:
-        """Remove the episode; True if it existed."""
+    def delete(self, episode_id: str, *, team: str = DEFAULT_TEAM) -> bool:
+        """Remove the team's episode; True if it existed."""
         ...
 
-    def claim(self, episode_id: str, ttl_s: float) -> str:
-        """Take the step lease of an episode for at most ``ttl_s`` seconds; returns its token.
+    def claim(self, episode_id: str, ttl_s: float, *, team: str = DEFAULT_TEAM) -> str:
+        """Take the step lease of the team's episode for at most ``ttl_s`` seconds; its token.
 
         Raises:
             ConflictError: another step holds the lease (409 "in progress").
         """
         ...
 
-    def release(self, episode_id: str, token: str) -> None:
+    def release(self, episode_id: str, token: str, *, team: str = DEFAULT_TEAM) -> None:
         """Give the lease back (no-op when ``token`` no longer holds it)."""
         ...
 
@@ -177,8 +200,9 @@ class EpisodeStore(Protocol):
         """Drop expired episodes; return how many were dropped."""
         ...
 
-    def live_count(self) -> int:
-        """Number of live episodes (running and finished-but-readable), across replicas."""
+    def live_count(self, team: str | None = None) -> int:
+        """Live episodes (running and finished-but-readable), across replicas; of one team when
+        ``team`` is given."""
         ...
 
     def ready(self) -> str | None:
@@ -192,8 +216,11 @@ class EpisodeStore(Protocol):
     def __len__(self) -> int: ...
 
 
+_Key = tuple[str, str]  # (team, episode id)
+
+
 class InMemoryEpisodeStore:
-    """Thread-safe in-process store with an idle TTL and a capacity bound.
+    """Thread-safe in-process store with an idle TTL, a capacity bound and per-team quotas.
 
     :meth:`get` returns the stored object itself (no copy); callers build a new :class:`Episode`
     for a step and :meth:`save` it, so readers never see a half-applied step.
@@ -202,46 +229,80 @@ class InMemoryEpisodeStore:
         ttl_s: an episode idle for longer than this (seconds) is expired.
         max_episodes: live episodes allowed before :meth:`create` raises 429.
         finished_ttl_s: finished episodes are kept this long for ``GET`` then reaped.
+        max_episodes_per_team: live episodes one team may have (``None``: no limit); one more is
+            a 429 ``quota_exceeded``.
+        quota_retry_after_s: the ``Retry-After`` of that 429, seconds.
     """
 
     def __init__(
-        self, ttl_s: float = 600.0, max_episodes: int = 10_000, finished_ttl_s: float = 60.0
+        self,
+        ttl_s: float = 600.0,
+        max_episodes: int = 10_000,
+        finished_ttl_s: float = 60.0,
+        *,
+        max_episodes_per_team: int | None = None,
+        quota_retry_after_s: float = 30.0,
     ) -> None:
         self.ttl_s = ttl_s
         self.max_episodes = max_episodes
         self.finished_ttl_s = finished_ttl_s
-        self._episodes: dict[str, Episode] = {}
-        self._leases: dict[str, tuple[str, float]] = {}  # episode id -> (token, deadline)
+        self.max_episodes_per_team = max_episodes_per_team
+        self.quota_retry_after_s = quota_retry_after_s
+        self._episodes: dict[_Key, Episode] = {}
+        self._per_team: dict[str, int] = {}  # team -> stored episodes (expired ones included)
+        self._leases: dict[_Key, tuple[str, float]] = {}  # -> (token, deadline)
         self._lock = threading.Lock()
 
     def _expired(self, ep: Episode, now: float) -> bool:
         ttl = self.finished_ttl_s if ep.done else self.ttl_s
         return now - ep.last_access > ttl
 
-    def _live_locked(self, episode_id: str, now: float) -> Episode | None:
-        ep = self._episodes.get(episode_id)
+    def _drop_locked(self, key: _Key) -> bool:
+        if self._episodes.pop(key, None) is None:
+            return False
+        left = self._per_team[key[0]] - 1
+        if left:
+            self._per_team[key[0]] = left
+        else:
+            del self._per_team[key[0]]
+        return True
+
+    def _live_locked(self, key: _Key, now: float) -> Episode | None:
+        ep = self._episodes.get(key)
         if ep is not None and self._expired(ep, now):
-            del self._episodes[episode_id]
+            self._drop_locked(key)
             return None
         return ep
 
+    def _check_quota_locked(self, team: str, now: float) -> None:
+        limit = self.max_episodes_per_team
+        if limit is None or self._per_team.get(team, 0) < limit:
+            return
+        self._reap_locked(now)
+        live = self._per_team.get(team, 0)
+        if live >= limit:
+            raise quota_error(team, live, limit, self.quota_retry_after_s)
+
     def create(self, episode: Episode) -> None:
         now = time.monotonic()
+        key = (episode.team, episode.episode_id)
         with self._lock:
-            if self._live_locked(episode.episode_id, now) is not None:
+            if self._live_locked(key, now) is not None:
                 raise exists_error(episode.episode_id)
+            self._check_quota_locked(episode.team, now)
             if len(self._episodes) >= self.max_episodes:
                 self._reap_locked(now)
             if len(self._episodes) >= self.max_episodes:
                 raise capacity_error(len(self._episodes), self.max_episodes)
             episode.revision = 0
             episode.last_access = now
-            self._episodes[episode.episode_id] = episode
+            self._episodes[key] = episode
+            self._per_team[episode.team] = self._per_team.get(episode.team, 0) + 1
 
-    def get(self, episode_id: str) -> Episode:
+    def get(self, episode_id: str, *, team: str = DEFAULT_TEAM) -> Episode:
         now = time.monotonic()
         with self._lock:
-            ep = self._live_locked(episode_id, now)
+            ep = self._live_locked((team, episode_id), now)
             if ep is None:
                 raise EpisodeNotFoundError(episode_id)
             ep.last_access = now
@@ -249,40 +310,43 @@ class InMemoryEpisodeStore:
 
     def save(self, episode: Episode) -> None:
         now = time.monotonic()
+        key = (episode.team, episode.episode_id)
         with self._lock:
-            stored = self._live_locked(episode.episode_id, now)
+            stored = self._live_locked(key, now)
             if stored is None:
                 raise EpisodeNotFoundError(episode.episode_id)
             if stored.revision != episode.revision:
                 raise changed_error(episode.episode_id)
             episode.revision += 1
             episode.last_access = now
-            self._episodes[episode.episode_id] = episode
+            self._episodes[key] = episode
 
-    def delete(self, episode_id: str) -> bool:
+    def delete(self, episode_id: str, *, team: str = DEFAULT_TEAM) -> bool:
         with self._lock:
-            return self._episodes.pop(episode_id, None) is not None
+            return self._drop_locked((team, episode_id))
 
-    def claim(self, episode_id: str, ttl_s: float) -> str:
+    def claim(self, episode_id: str, ttl_s: float, *, team: str = DEFAULT_TEAM) -> str:
         now = time.monotonic()
+        key = (team, episode_id)
         with self._lock:
-            held = self._leases.get(episode_id)
+            held = self._leases.get(key)
             if held is not None and held[1] > now:
                 raise in_progress_error(episode_id)
             token = uuid.uuid4().hex
-            self._leases[episode_id] = (token, now + ttl_s)
+            self._leases[key] = (token, now + ttl_s)
             return token
 
-    def release(self, episode_id: str, token: str) -> None:
+    def release(self, episode_id: str, token: str, *, team: str = DEFAULT_TEAM) -> None:
+        key = (team, episode_id)
         with self._lock:
-            held = self._leases.get(episode_id)
+            held = self._leases.get(key)
             if held is not None and held[0] == token:
-                del self._leases[episode_id]
+                del self._leases[key]
 
     def _reap_locked(self, now: float) -> int:
         dead = [k for k, ep in self._episodes.items() if self._expired(ep, now)]
         for k in dead:
-            del self._episodes[k]
+            self._drop_locked(k)
         for k in [k for k, (_, deadline) in self._leases.items() if deadline <= now]:
             del self._leases[k]
         return len(dead)
@@ -291,10 +355,14 @@ class InMemoryEpisodeStore:
         with self._lock:
             return self._reap_locked(time.monotonic())
 
-    def live_count(self) -> int:
+    def live_count(self, team: str | None = None) -> int:
         now = time.monotonic()
         with self._lock:
-            return sum(not self._expired(ep, now) for ep in self._episodes.values())
+            return sum(
+                not self._expired(ep, now)
+                for (owner, _), ep in self._episodes.items()
+                if team is None or owner == team
+            )
 
     def ready(self) -> str | None:
         return None

@@ -3,11 +3,14 @@
 An :class:`OpenEnvSession` is what one OpenEnv WebSocket connection drives: at most one live
 imagined episode, replaced on every ``reset`` and closed with the session. The pure functions
 map episodes and step outcomes to OpenEnv observations and states; the HTTP routes use them
-too (HTTP carries the ``episode_id`` instead of a session).
+too (HTTP carries the ``episode_id`` instead of a session). A session acts for one
+:class:`~experience_model.domain.caller.Caller` (the key of its handshake): its episodes belong
+to that caller's team.
 """
 
 from __future__ import annotations
 
+from dreamgym.auth.keys import DEFAULT_TEAM
 from dreamgym.errors import ConflictError
 from dreamgym.openenv_types import (
     ExperienceModelAction,
@@ -15,6 +18,7 @@ from dreamgym.openenv_types import (
     ExperienceModelState,
     OpenEnvResetRequest,
 )
+from experience_model.domain.caller import DEFAULT_CALLER, Caller
 from experience_model.domain.episodes import Episode
 from experience_model.domain.service import EpisodeService, StepOutcome
 
@@ -83,13 +87,17 @@ def episode_state(episode: Episode) -> ExperienceModelState:
     )
 
 
-def reset_episode(service: EpisodeService, request: OpenEnvResetRequest) -> Episode:
-    """Start the episode an OpenEnv reset asks for (errors as :meth:`EpisodeService.reset`)."""
+def reset_episode(
+    service: EpisodeService, request: OpenEnvResetRequest, team: str = DEFAULT_TEAM
+) -> Episode:
+    """Start the episode of ``team`` an OpenEnv reset asks for (errors as
+    :meth:`EpisodeService.reset`)."""
     return service.reset(
         request.task,
         seed=request.seed,
         max_steps=request.max_steps,
         episode_id=request.episode_id,
+        team=team,
     )
 
 
@@ -98,19 +106,21 @@ class OpenEnvSession:
 
     Args:
         service: the episode service.
+        caller: whom the session acts for (its episodes belong to ``caller.team``).
 
     Attributes:
         episode_id: the session's live episode, ``None`` before the first reset.
     """
 
-    def __init__(self, service: EpisodeService) -> None:
+    def __init__(self, service: EpisodeService, caller: Caller = DEFAULT_CALLER) -> None:
         self.service = service
+        self.caller = caller
         self.episode_id: str | None = None
 
     def reset(self, request: OpenEnvResetRequest) -> ExperienceModelObservation:
         """Close the session's episode and start a new one."""
         self.close()
-        episode = reset_episode(self.service, request)
+        episode = reset_episode(self.service, request, self.caller.team)
         self.episode_id = episode.episode_id
         return observation_after_reset(episode)
 
@@ -123,17 +133,19 @@ class OpenEnvSession:
         """
         if self.episode_id is None:
             raise NoEpisodeError()
-        outcome = await self.service.step(self.episode_id, action.text, seed=action.seed)
+        outcome = await self.service.step(
+            self.episode_id, action.text, seed=action.seed, caller=self.caller
+        )
         return observation_after_step(outcome)
 
     def state(self) -> ExperienceModelState:
         """The episode's state (an empty state before the first reset)."""
         if self.episode_id is None:
             return ExperienceModelState()
-        return episode_state(self.service.get(self.episode_id))
+        return episode_state(self.service.get(self.episode_id, team=self.caller.team))
 
     def close(self) -> None:
         """Free the session's episode, if any."""
         if self.episode_id is not None:
-            self.service.close(self.episode_id)
+            self.service.close(self.episode_id, team=self.caller.team)
             self.episode_id = None

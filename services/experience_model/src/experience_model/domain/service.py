@@ -12,8 +12,14 @@ the episode's lease in the store (409 "in progress" for the second), and its res
 with a compare-and-set on the episode's revision (409 "changed by a concurrent step" if the lease
 lapsed and another step committed first). The episode is never half-written.
 
+Every episode belongs to the team that reset it; every method addresses episodes by
+``(team, episode_id)``, so another team's episode answers exactly like an unknown one (404). A
+step carries its :class:`~experience_model.domain.caller.Caller` into the model batch
+(:class:`~experience_model.domain.caller.CallerStepQuery`), so retrieval acts as the caller.
+
 Every step ends with one call to the optional :class:`StepObserver` (outcome and latency) and one
-log record carrying ``episode_id``; every model batch is reported to it too (metrics).
+log record carrying ``episode_id`` and ``team`` (never the key); every model batch is reported to
+it too (metrics).
 """
 
 from __future__ import annotations
@@ -25,10 +31,12 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
+from dreamgym.auth.keys import DEFAULT_TEAM
 from dreamgym.errors import DreamGymError, MalformedTransitionError, StepTimeoutError
 from dreamgym.experience_types import EpisodeOptions
 from dreamgym.types import AbstractState, Task, Transition
 from experience_model.domain.batching import MicroBatcher
+from experience_model.domain.caller import DEFAULT_CALLER, Caller, CallerStepQuery
 from experience_model.domain.episodes import Episode, EpisodeStore, new_episode_id
 from experience_model.domain.prompts import HistoryStep, PromptOptions
 from experience_model.domain.simulator import ExperienceModel, StepPrediction, StepQuery
@@ -140,14 +148,17 @@ class EpisodeService:
         seed: int | None = None,
         max_steps: int | None = None,
         episode_id: str | None = None,
+        team: str = DEFAULT_TEAM,
         options: EpisodeOptions | None = None,
     ) -> Episode:
-        """Start an episode in the task's initial state (``options``: its prompt switches).
+        """Start an episode of ``team`` in the task's initial state (``options``: its prompt
+        switches).
 
         Raises:
             InvalidRequestError: ``max_steps`` above the service limit (422).
+            QuotaExceededError: the team's live-episode quota is used up (429).
             CapacityError: too many live episodes (429).
-            ConflictError: ``episode_id`` already in use (409).
+            ConflictError: the team already has a live episode ``episode_id`` (409).
         """
         from dreamgym.errors import InvalidRequestError  # noqa: PLC0415
 
@@ -163,25 +174,34 @@ class EpisodeService:
             state=task.initial_state(),
             max_steps=limit,
             seed=seed,
+            team=team,
             options=options,
         )
         self.store.create(episode)  # atomic: 409 if episode_id is live, 429 when full
         return episode
 
-    def get(self, episode_id: str) -> Episode:
-        """The episode (404 if unknown/expired)."""
-        return self.store.get(episode_id)
+    def get(self, episode_id: str, *, team: str = DEFAULT_TEAM) -> Episode:
+        """The team's episode (404 if unknown, expired or another team's)."""
+        return self.store.get(episode_id, team=team)
 
-    def close(self, episode_id: str) -> bool:
-        """Forget the episode; True if it existed."""
-        self.batcher.forget(episode_id)
-        return self.store.delete(episode_id)
+    def close(self, episode_id: str, *, team: str = DEFAULT_TEAM) -> bool:
+        """Forget the team's episode; True if it existed (False for another team's)."""
+        self.batcher.forget((team, episode_id))
+        return self.store.delete(episode_id, team=team)
 
-    async def step(self, episode_id: str, action: str, *, seed: int | None = None) -> StepOutcome:
-        """Advance the episode by one imagined step.
+    async def step(
+        self,
+        episode_id: str,
+        action: str,
+        *,
+        seed: int | None = None,
+        caller: Caller = DEFAULT_CALLER,
+    ) -> StepOutcome:
+        """Advance the caller's team's episode by one imagined step.
 
         The step holds the episode's lease (``step_timeout_s + LEASE_MARGIN_S``) while the model
-        runs, reads the episode under it, and commits the result with a compare-and-set.
+        runs, reads the episode under it, and commits the result with a compare-and-set. The
+        model's retrieval queries the replay store as ``caller``.
 
         Raises:
             EpisodeNotFoundError (404, also when closed or expired mid-step: never resurrected),
@@ -190,15 +210,16 @@ class EpisodeService:
         """
         start = time.perf_counter()
         outcome = "internal_error"
+        team = caller.team
         try:
-            token = self.store.claim(episode_id, self.step_timeout_s + LEASE_MARGIN_S)
+            token = self.store.claim(episode_id, self.step_timeout_s + LEASE_MARGIN_S, team=team)
             try:
-                episode = self.store.get(episode_id)
+                episode = self.store.get(episode_id, team=team)
                 episode.ensure_running()
-                prediction = await self._predict_one(episode, action, seed)
+                prediction = await self._predict_one(episode, action, seed, caller)
                 result = self._apply(episode, action, prediction)
             finally:
-                self.store.release(episode_id, token)
+                self.store.release(episode_id, token, team=team)
             outcome = "ok"
             return result
         except DreamGymError as exc:
@@ -208,9 +229,9 @@ class EpisodeService:
             outcome = "cancelled"
             raise
         finally:
-            self._report(episode_id, outcome, time.perf_counter() - start)
+            self._report(episode_id, team, outcome, time.perf_counter() - start)
 
-    def _report(self, episode_id: str, outcome: str, latency_s: float) -> None:
+    def _report(self, episode_id: str, team: str, outcome: str, latency_s: float) -> None:
         if self.observer is not None:
             self.observer.step_finished(outcome, latency_s)
         level = logging.INFO if outcome in _NOTABLE else logging.DEBUG
@@ -221,15 +242,17 @@ class EpisodeService:
                 outcome,
                 extra={
                     "episode_id": episode_id,
+                    "team": team,
                     "outcome": outcome,
                     "latency_ms": round(latency_s * 1000.0, 2),
                 },
             )
 
     async def step_many(
-        self, items: list[tuple[str, str, int | None]]
+        self, items: list[tuple[str, str, int | None]], *, caller: Caller = DEFAULT_CALLER
     ) -> list[StepOutcome | BaseException]:
-        """Advance many episodes at once: ``(episode_id, action, seed)`` per item.
+        """Advance many of the caller's team's episodes at once: ``(episode_id, action, seed)``
+        per item.
 
         All items are submitted in the same event-loop tick, so they share one model batch (up
         to ``max_batch_size``). Errors are returned per item (404, 409, 502, 504 ...), never
@@ -237,18 +260,24 @@ class EpisodeService:
         """
         return list(
             await asyncio.gather(
-                *(self.step(episode_id, action, seed=seed) for episode_id, action, seed in items),
+                *(
+                    self.step(episode_id, action, seed=seed, caller=caller)
+                    for episode_id, action, seed in items
+                ),
                 return_exceptions=True,
             )
         )
 
-    async def _predict_one(self, ep: Episode, action: str, seed: int | None) -> StepPrediction:
+    async def _predict_one(
+        self, ep: Episode, action: str, seed: int | None, caller: Caller
+    ) -> StepPrediction:
         step_seed = (
             seed
             if seed is not None
             else (None if ep.seed is None else ep.seed * 1009 + len(ep.transitions))
         )
-        query = StepQuery(
+        query = CallerStepQuery(
+            caller=caller,
             task=ep.task.instruction,
             environment=ep.task.environment,
             observation=ep.state.observation,
@@ -260,7 +289,7 @@ class EpisodeService:
         )
         try:
             result = await asyncio.wait_for(
-                self.batcher.submit(query, key=ep.episode_id), self.step_timeout_s
+                self.batcher.submit(query, key=(ep.team, ep.episode_id)), self.step_timeout_s
             )
         except TimeoutError:
             raise StepTimeoutError(
@@ -300,5 +329,5 @@ class EpisodeService:
         )
         self.store.save(updated)  # compare-and-set on ep.revision: 404 if gone, 409 if changed
         if updated.done:  # no next step will come: the batcher need not wait for one
-            self.batcher.forget(updated.episode_id)
+            self.batcher.forget((updated.team, updated.episode_id))
         return StepOutcome(episode=updated, transition=transition, prediction=p)

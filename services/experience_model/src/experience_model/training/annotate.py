@@ -24,7 +24,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
 from pydantic import TypeAdapter
@@ -73,6 +73,8 @@ class AnnotateConfig:
         limit: annotate at most this many transitions (``None``: all that lack a trace).
         overwrite: replace traces transitions already have (and annotate those too).
         seed: sampling seed base (transition id is added).
+        api_key: key the replay-store client sends (the submitting team's, forwarded by the
+            service; never shown in job responses nor in the summary).
     """
 
     replay_store_url: str
@@ -90,6 +92,7 @@ class AnnotateConfig:
     limit: int | None = None
     overwrite: bool = False
     seed: int = 0
+    api_key: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         bad = {
@@ -262,7 +265,7 @@ def annotate_replay_store(
         "unchanged": unchanged,
         "no_trace": no_trace,
         "seconds": round(time.perf_counter() - t0, 2),
-        "config": asdict(cfg),
+        "config": {k: v for k, v in asdict(cfg).items() if k != "api_key"},
     }
     logger.info("annotation finished", extra={k: v for k, v in summary.items() if k != "config"})
     return summary
@@ -279,7 +282,7 @@ def run(config: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     cfg = ANNOTATE_CONFIG.validate_python(config)
     teacher = build_teacher(cfg)
     try:
-        with ReplayStoreClient(cfg.replay_store_url, timeout_s=300) as client:
+        with ReplayStoreClient(cfg.replay_store_url, api_key=cfg.api_key, timeout_s=300) as client:
             return annotate_replay_store(
                 cfg,
                 client,

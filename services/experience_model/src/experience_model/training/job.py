@@ -25,7 +25,7 @@ def _tasks(cfg: SFTConfig) -> list[Any]:
         return []
     from dreamgym.clients.task_generator import TaskGeneratorClient  # noqa: PLC0415
 
-    with TaskGeneratorClient(cfg.task_generator_url) as client:
+    with TaskGeneratorClient(cfg.task_generator_url, api_key=cfg.api_key) as client:
         page = client.list_tasks(
             split="train", origin="seed", environment=cfg.environment, limit=1000
         )

@@ -31,7 +31,7 @@ import random
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -87,6 +87,9 @@ class SFTConfig:
         max_prompt_tokens: prompts are left-truncated to this many tokens.
         seed: data order and initialisation seed.
         device: torch device.
+        api_key: key the replay-store and task-generator clients send (the submitting team's,
+            forwarded by the service; ``None``: ``$DREAMGYM_API_KEY``). Never in ``repr``, the
+            summary or the checkpoint.
     """
 
     replay_store_url: str
@@ -111,6 +114,7 @@ class SFTConfig:
     max_prompt_tokens: int = 1024
     seed: int = 0
     device: str = "cpu"
+    api_key: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         bad = {
@@ -390,7 +394,7 @@ def train_experience_model(
     """
     t0 = time.perf_counter()
     report = progress or (lambda *_: None)
-    with ReplayStoreClient(cfg.replay_store_url, timeout_s=300) as client:
+    with ReplayStoreClient(cfg.replay_store_url, api_key=cfg.api_key, timeout_s=300) as client:
         examples = build_examples(cfg, client, tasks)
     train, held = _split(examples, cfg.holdout_fraction, cfg.seed)
     report(0.05, f"built {len(examples)} examples", {})
@@ -451,7 +455,7 @@ def train_experience_model(
         "vocab_size": len(tok),
         "seconds": round(time.perf_counter() - t0, 1),
         "loss_curve": curve,
-        "config": asdict(cfg),
+        "config": {k: v for k, v in asdict(cfg).items() if k != "api_key"},
     }
     (out / META_FILE).write_text(json.dumps(summary, indent=2))
     return summary

@@ -1,12 +1,17 @@
-"""Model admin: what is served, and hot reload of a new checkpoint."""
+"""Model admin: what is served, and hot reload of a new checkpoint.
+
+Reloading is an operator action: only the teams in ``EXPERIENCE_MODEL_ADMIN_TEAMS`` (default
+``default``, the single-user team) may do it; any other team gets 403 ``forbidden``.
+"""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
-from dreamgym.errors import ErrorResponse
+from dreamgym.errors import ErrorResponse, ForbiddenError
 from dreamgym.experience_types import ModelInfo, ReloadRequest
+from dreamgym.server.auth import TeamDep
 from experience_model.api.deps import RuntimeDep
 
 router = APIRouter(prefix="/v1", tags=["model"])
@@ -21,10 +26,19 @@ def model_info(runtime: RuntimeDep) -> ModelInfo:
 @router.post(
     "/model:reload",
     response_model=ModelInfo,
-    responses={code: {"model": ErrorResponse} for code in (404, 422, 503)},
+    responses={code: {"model": ErrorResponse} for code in (401, 403, 404, 422, 503)},
 )
-async def reload_model(body: ReloadRequest, runtime: RuntimeDep) -> ModelInfo:
-    """Load another checkpoint (e.g. after experience-model SFT); live episodes are kept."""
+async def reload_model(body: ReloadRequest, runtime: RuntimeDep, team: TeamDep) -> ModelInfo:
+    """Load another checkpoint (e.g. after experience-model SFT); live episodes are kept.
+
+    Raises:
+        ForbiddenError: the caller's team is not an admin team (403).
+    """
+    if team not in runtime.settings.admin_teams:
+        raise ForbiddenError(
+            f"team '{team}' may not reload the model: it is an operator action "
+            "(EXPERIENCE_MODEL_ADMIN_TEAMS)"
+        )
     await run_in_threadpool(runtime.reload, body.model_path)
     return runtime.info()  # type: ignore[no-any-return]
 

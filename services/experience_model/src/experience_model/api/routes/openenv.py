@@ -11,7 +11,14 @@ work unchanged:
 - ``/openenv/docs`` and ``/openenv/openapi.json``
 
 It shares the service's runtime (episode store, batcher, model), so OpenEnv episodes are batched
-with ``/v1`` episodes and count against the same capacity.
+with ``/v1`` episodes and count against the same capacity and team quotas.
+
+With ``EXPERIENCE_MODEL_AUTH_ENABLED`` the episode routes (``reset``, ``step``, ``state``, ``mcp``)
+need a team's key like ``/v1`` (401 otherwise), and the WebSocket handshake must carry one
+(``Authorization: Bearer <key>`` or ``X-API-Key``): without a valid key the socket is closed with
+code 1008 (policy violation) after one error message. Episodes belong to the key's team, so an
+OpenEnv episode is a ``/v1`` episode of that team and vice versa. ``health``, ``schema``,
+``metadata`` and the docs stay open.
 """
 
 from __future__ import annotations
@@ -19,11 +26,12 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, FastAPI, Query, Request, WebSocket, WebSocketDisconnect
+from fastapi import APIRouter, Depends, FastAPI, Query, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
 
-from dreamgym.errors import CapacityError, DreamGymError, ErrorResponse
+from dreamgym.errors import AuthenticationError, CapacityError, DreamGymError, ErrorResponse
 from dreamgym.openenv_types import (
     OPENENV_API_VERSION,
     ExperienceModelAction,
@@ -37,8 +45,10 @@ from dreamgym.openenv_types import (
     WSErrorCode,
 )
 from dreamgym.server import install_error_handlers
+from dreamgym.server.auth import presented_api_key, require_team, team_of_headers
 from experience_model import __version__
-from experience_model.api.deps import EpisodeServiceDep
+from experience_model.api.deps import CallerDep, EpisodeServiceDep
+from experience_model.domain.caller import Caller
 from experience_model.domain.openenv import (
     NoEpisodeError,
     OpenEnvSession,
@@ -57,31 +67,41 @@ DESCRIPTION = (
     "observation, admissible actions, reward and termination of a text task (arXiv 2511.03773)."
 )
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorResponse} for code in (404, 409, 422, 429, 502, 503, 504)
+    code: {"model": ErrorResponse} for code in (401, 404, 409, 422, 429, 502, 503, 504)
 }
+WS_POLICY_VIOLATION = 1008
+"""WebSocket close code of a handshake without a valid key (RFC 6455 §7.4.1)."""
+WS_TRY_AGAIN_LATER = 1013
+"""WebSocket close code while the model or the key registry is unavailable."""
 
 router = APIRouter(tags=["openenv"])
 
 
 @router.post("/reset", response_model=OpenEnvResult, responses=_ERRORS)
-def reset(body: OpenEnvResetRequest, service: EpisodeServiceDep) -> OpenEnvResult:
-    """Start an imagined episode; step it with ``observation.episode_id``."""
-    return OpenEnvResult.of(observation_after_reset(reset_episode(service, body)))
+def reset(
+    body: OpenEnvResetRequest, service: EpisodeServiceDep, caller: CallerDep
+) -> OpenEnvResult:
+    """Start an imagined episode of the caller's team; step it with ``observation.episode_id``."""
+    return OpenEnvResult.of(observation_after_reset(reset_episode(service, body, caller.team)))
 
 
 @router.post("/step", response_model=OpenEnvResult, responses=_ERRORS)
-async def step(body: OpenEnvStepRequest, service: EpisodeServiceDep) -> OpenEnvResult:
-    """Apply one action to the episode named in the body."""
-    outcome = await service.step(body.episode_id, body.action.text, seed=body.action.seed)
+async def step(
+    body: OpenEnvStepRequest, service: EpisodeServiceDep, caller: CallerDep
+) -> OpenEnvResult:
+    """Apply one action to the caller's team's episode named in the body."""
+    outcome = await service.step(
+        body.episode_id, body.action.text, seed=body.action.seed, caller=caller
+    )
     return OpenEnvResult.of(observation_after_step(outcome))
 
 
 @router.get("/state", response_model=ExperienceModelState, responses=_ERRORS)
 def state(
-    episode_id: Annotated[str, Query(min_length=1)], service: EpisodeServiceDep
+    episode_id: Annotated[str, Query(min_length=1)], service: EpisodeServiceDep, caller: CallerDep
 ) -> ExperienceModelState:
-    """The episode's OpenEnv state."""
-    return episode_state(service.get(episode_id))
+    """The caller's team's episode's OpenEnv state."""
+    return episode_state(service.get(episode_id, team=caller.team))
 
 
 @router.get("/schema", response_model=OpenEnvSchema)
@@ -109,7 +129,7 @@ def health(request: Request) -> JSONResponse:
     )
 
 
-@router.post("/mcp")
+@router.post("/mcp", dependencies=[Depends(require_team)])
 async def mcp(request: Request) -> dict[str, Any]:
     """JSON-RPC 2.0 endpoint of OpenEnv's production mode; this environment has no MCP tools."""
     try:
@@ -121,15 +141,28 @@ async def mcp(request: Request) -> dict[str, Any]:
 
 @router.websocket("/ws")
 async def websocket_session(websocket: WebSocket) -> None:
-    """One OpenEnv session: reset/step/state/close messages over one live episode."""
+    """One OpenEnv session: reset/step/state/close messages over one live episode.
+
+    The handshake's key names the session's team; without a valid key (authentication enabled)
+    the socket gets one ``SESSION_ERROR`` message (``status`` 401) and is closed with 1008.
+    """
     await websocket.accept()
+    try:
+        caller = await run_in_threadpool(websocket_caller, websocket)
+    except DreamGymError as exc:  # 401: no valid key; 503: the service or its registry is down
+        await websocket.send_text(
+            json.dumps(_ws_error("SESSION_ERROR", exc.message, **_error_fields(exc)))
+        )
+        unauthenticated = isinstance(exc, AuthenticationError)
+        await websocket.close(code=WS_POLICY_VIOLATION if unauthenticated else WS_TRY_AGAIN_LATER)
+        return
     runtime = getattr(websocket.app.state, "runtime", None)
     if runtime is None:
         error = _ws_error("SESSION_ERROR", "experience model is loading; retry", status=503)
         await websocket.send_text(json.dumps(error))
-        await websocket.close(code=1013)
+        await websocket.close(code=WS_TRY_AGAIN_LATER)
         return
-    session = OpenEnvSession(runtime.episodes)
+    session = OpenEnvSession(runtime.episodes, caller)
     try:
         while (reply := await handle_message(session, await websocket.receive_text())) is not None:
             await websocket.send_text(json.dumps(reply))
@@ -138,6 +171,20 @@ async def websocket_session(websocket: WebSocket) -> None:
         pass
     finally:
         session.close()
+
+
+def websocket_caller(websocket: WebSocket) -> Caller:
+    """The caller of a WebSocket session, from its handshake headers (blocking: a registry
+    lookup).
+
+    Raises:
+        AuthenticationError: authentication is enabled and the key is missing or invalid (401).
+        BackendUnavailableError: the key registry is unreachable (503).
+    """
+    state = getattr(websocket.app.state, "team_auth", None)
+    team = team_of_headers(state, websocket.headers)
+    enabled = state is not None and state.enabled
+    return Caller(team=team, api_key=presented_api_key(websocket.headers) if enabled else None)
 
 
 def mcp_response(body: Any) -> dict[str, Any]:

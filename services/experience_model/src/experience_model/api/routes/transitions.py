@@ -6,9 +6,9 @@ from fastapi import APIRouter
 
 from dreamgym.errors import ErrorResponse, MalformedTransitionError
 from dreamgym.experience_types import Prediction, PredictRequest, PredictResponse
-from experience_model.api.deps import EpisodeServiceDep
+from experience_model.api.deps import CallerDep, EpisodeServiceDep
+from experience_model.domain.caller import CallerStepQuery
 from experience_model.domain.prompts import HistoryStep
-from experience_model.domain.simulator import StepQuery
 
 router = APIRouter(prefix="/v1/transitions", tags=["transitions"])
 
@@ -18,14 +18,17 @@ router = APIRouter(prefix="/v1/transitions", tags=["transitions"])
     response_model=PredictResponse,
     responses={code: {"model": ErrorResponse} for code in (422, 429, 503)},
 )
-async def predict_transitions(body: PredictRequest, service: EpisodeServiceDep) -> PredictResponse:
+async def predict_transitions(
+    body: PredictRequest, service: EpisodeServiceDep, caller: CallerDep
+) -> PredictResponse:
     """Predict next states for teacher-forced inputs (e.g. held-out real transitions).
 
-    Per-query parse failures are returned in that query's ``error``; the batch never fails as a
-    whole because of one malformed completion.
+    Retrieval acts as the caller's team. Per-query parse failures are returned in that query's
+    ``error``; the batch never fails as a whole because of one malformed completion.
     """
     queries = [
-        StepQuery(
+        CallerStepQuery(
+            caller=caller,
             task=q.task,
             environment=q.environment,
             observation=q.observation,
