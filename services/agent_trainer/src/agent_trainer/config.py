@@ -9,7 +9,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Literal
 
+from pydantic import ValidationError
+
 from dreamgym.envs import list_environments
+from dreamgym.experience_types import EpisodeOptions
 from dreamgym.llm.models import parse_tiny_spec
 
 __all__ = [
@@ -174,6 +177,7 @@ class RLConfig:
     push_synthetic: bool = True
     em_refresh_every: int = 0
     em_refresh_sft: dict[str, Any] = field(default_factory=dict)
+    episode_options: dict[str, Any] = field(default_factory=dict)
     checkpoint_every: int = 10
     seed: int = 0
     policy: PolicyConfig = field(default_factory=PolicyConfig)
@@ -198,6 +202,13 @@ class RLConfig:
         }
 
     def __post_init__(self) -> None:
+        try:
+            EpisodeOptions.model_validate(self.episode_options)
+        except ValidationError as exc:
+            raise ConfigValueError(
+                f"episode_options: {exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}",
+                ["episode_options"],
+            ) from None
         _raise_bad(self._KIND, self._checks(), self, self._HINT)
 
     def to_dict(self) -> dict[str, Any]:
@@ -237,6 +248,10 @@ class GRPOConfig(RLConfig):
             (real + synthetic) and reload it (0 = never; the paper keeps it frozen; see
             :mod:`agent_trainer.em_refresh`).
         em_refresh_sft: SFT config fields of those refreshes (e.g. ``{"steps": 100}``).
+        episode_options: reset options of every imagined episode
+            (:class:`~dreamgym.experience_types.EpisodeOptions`: ``use_reasoning``,
+            ``use_retrieval``, ``history_length``), e.g. ``{"use_retrieval": false}`` for the
+            "w/o replay" ablation on a shared experience-model service.
         checkpoint_every: save the policy every N iterations (and at the end).
         seed: seed of task sampling, episode seeds and policy sampling.
         policy: the policy model (and its optional LoRA adapters).

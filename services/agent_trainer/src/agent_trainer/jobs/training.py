@@ -146,7 +146,7 @@ def run_training(
     ):
         trainer = make_trainer(
             policy=policy,
-            pool=ImaginedEnvPool(em),
+            pool=ImaginedEnvPool(em, options=cfg.episode_options),
             task_source=RestTaskSource(tasks, cfg.environment),
             replay=RestReplaySink(replay),
             run_dir=run_dir,
