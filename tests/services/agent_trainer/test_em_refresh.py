@@ -12,6 +12,7 @@ import pytest
 from agent_trainer.config import GRPOConfig
 from agent_trainer.em_refresh import (
     RestExperienceModelRefresher,
+    build_refresher,
     is_checkpoint_path,
     refresh_sft_config,
 )
@@ -274,3 +275,15 @@ def test_config_negative_refresh_interval_is_named():
         config(em_refresh_every=-1)
 
     assert info.value.fields == ["em_refresh_every"]
+
+
+def test_build_refresher_only_when_refreshing(tmp_path):
+    kwargs = {"api_key": None, "environment": "e", "overrides": {"steps": 5}, "run_dir": tmp_path}
+
+    off = build_refresher("http://em", "http://rs", every=0, **kwargs)
+    on = build_refresher("http://em", "http://rs", every=3, **kwargs)
+
+    assert off is None
+    assert on is not None and on.output_root == tmp_path / "experience_model"
+    assert on.replay_store_url == "http://rs" and on.overrides == {"steps": 5}
+    on.client.close()

@@ -84,6 +84,15 @@ class LoRAConfig:
         _raise_bad("LoRA", checks, self)
 
 
+def _valid_episode_options(options: dict[str, Any]) -> bool:
+    """True when ``options`` are valid :class:`~dreamgym.experience_types.EpisodeOptions`."""
+    try:
+        EpisodeOptions.model_validate(options)
+    except ValidationError:
+        return False
+    return True
+
+
 def check_real_environment(environment: str, field_name: str = "environment") -> str:
     """``environment`` if it is a registered real environment id.
 
@@ -198,17 +207,11 @@ class RLConfig:
             "max_grad_norm": self.max_grad_norm > 0,
             "curriculum_every": self.curriculum_every >= 0,
             "em_refresh_every": self.em_refresh_every >= 0,
+            "episode_options": _valid_episode_options(self.episode_options),
             "checkpoint_every": self.checkpoint_every >= 1,
         }
 
     def __post_init__(self) -> None:
-        try:
-            EpisodeOptions.model_validate(self.episode_options)
-        except ValidationError as exc:
-            raise ConfigValueError(
-                f"episode_options: {exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}",
-                ["episode_options"],
-            ) from None
         _raise_bad(self._KIND, self._checks(), self, self._HINT)
 
     def to_dict(self) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from dreamgym.jobs import FINAL_STATES
 __all__ = [
     "ExperienceModelRefresher",
     "RestExperienceModelRefresher",
+    "build_refresher",
     "is_checkpoint_path",
     "refresh_sft_config",
 ]
@@ -168,3 +169,29 @@ class RestExperienceModelRefresher:
         if record.state != "succeeded" or not result.get("checkpoint"):
             raise RuntimeError(f"SFT job {record.job_id} {record.state}: {record.error or ''}")
         return str(result["checkpoint"]), dict(result)
+
+
+def build_refresher(
+    experience_model_url: str | None,
+    replay_store_url: str | None,
+    *,
+    api_key: str | None,
+    environment: str,
+    every: int,
+    overrides: Mapping[str, Any],
+    run_dir: Path,
+) -> RestExperienceModelRefresher | None:
+    """The refresher of a training job with ``em_refresh_every > 0`` (``None`` when 0).
+
+    Checkpoints go to ``run_dir/experience_model/iter-<NNNNN>`` (``output_dir`` in ``overrides``
+    wins); the client sends ``api_key`` (the submitting team's).
+    """
+    if every == 0:
+        return None
+    return RestExperienceModelRefresher(
+        ExperienceModelClient(experience_model_url or "", timeout_s=600, api_key=api_key),
+        replay_store_url=replay_store_url or "",
+        environment=environment,
+        output_root=Path(run_dir) / "experience_model",
+        overrides=overrides,
+    )

@@ -267,8 +267,8 @@ class RLTrainer:
         t2 = time.perf_counter()
         self.report_outcomes(tasks, rollouts)
         pushed = self.push_synthetic(rollouts)
-        refreshed = self.maybe_refresh_experience_model()
         generated = self.maybe_generate_tasks()
+        refreshed = self.maybe_refresh_experience_model()
         steps = sum(len(r.transitions) for r in rollouts)
         self.env_steps += steps
         metrics = {**self.rollout_metrics(rollouts), **metrics, **refreshed}
@@ -318,6 +318,15 @@ class RLTrainer:
             self.replay.push(trajectories)
         return len(trajectories)
 
+    def maybe_generate_tasks(self) -> int:
+        """Every ``curriculum_every`` iterations, ask for variations of high-variance tasks."""
+        c = self.config
+        if c.curriculum_every == 0 or (self.iteration + 1) % c.curriculum_every != 0:
+            return 0
+        return self.task_source.generate(
+            c.curriculum_seed_tasks, c.curriculum_variations, seed=c.seed + self.iteration
+        )
+
     def maybe_refresh_experience_model(self) -> dict[str, float]:
         """Every ``em_refresh_every`` iterations (imagined rollouts only), retrain and reload the
         experience model on the grown buffer; returns the refresh's metrics (or none)."""
@@ -330,15 +339,6 @@ class RLTrainer:
         ):
             return {}
         return self.em_refresher.refresh(self.iteration)
-
-    def maybe_generate_tasks(self) -> int:
-        """Every ``curriculum_every`` iterations, ask for variations of high-variance tasks."""
-        c = self.config
-        if c.curriculum_every == 0 or (self.iteration + 1) % c.curriculum_every != 0:
-            return 0
-        return self.task_source.generate(
-            c.curriculum_seed_tasks, c.curriculum_variations, seed=c.seed + self.iteration
-        )
 
     def rollout_metrics(self, rollouts: list[Rollout]) -> dict[str, Any]:
         """``rollout/*`` metrics of the valid rollouts; failed ones are counted and logged."""

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from agent_trainer.config import PolicyConfig, RLConfig
-from agent_trainer.em_refresh import RestExperienceModelRefresher
+from agent_trainer.em_refresh import build_refresher
 from agent_trainer.env_pools import ImaginedEnvPool
 from agent_trainer.jobs.schemas import ServiceURLs
 from agent_trainer.policy import LMPolicy
 from agent_trainer.policy_io import load_policy_model
 from agent_trainer.rl_trainer import RLTrainer
-from dreamgym.clients.experience_model import AsyncExperienceModelClient, ExperienceModelClient
+from dreamgym.clients.experience_model import AsyncExperienceModelClient
 from dreamgym.clients.replay_store import ReplayStoreClient
 from dreamgym.clients.task_generator import TaskGeneratorClient
 from dreamgym.envs.accounting import real_steps_total
@@ -92,23 +92,6 @@ def load_job_policy(cfg: PolicyConfig, run_dir: Path, resume: bool) -> tuple[LMP
     return policy, start
 
 
-def _em_refresher(
-    services: ServiceURLs, cfg: RLConfig, run_dir: Path
-) -> RestExperienceModelRefresher | None:
-    """The experience-model refresher of a run with ``em_refresh_every > 0`` (else ``None``)."""
-    if cfg.em_refresh_every == 0:
-        return None
-    return RestExperienceModelRefresher(
-        ExperienceModelClient(
-            services.experience_model or "", timeout_s=600, api_key=services.api_key
-        ),
-        replay_store_url=services.replay_store or "",
-        environment=cfg.environment,
-        output_root=run_dir / "experience_model",
-        overrides=cfg.em_refresh_sft,
-    )
-
-
 def run_training(
     services: ServiceURLs,
     cfg: RLConfig,
@@ -152,7 +135,15 @@ def run_training(
             run_dir=run_dir,
             on_metrics=on_metrics,
             should_stop=ctx.cancelled,
-            em_refresher=_em_refresher(services, cfg, run_dir),
+            em_refresher=build_refresher(
+                services.experience_model,
+                services.replay_store,
+                api_key=services.api_key,
+                environment=cfg.environment,
+                every=cfg.em_refresh_every,
+                overrides=cfg.em_refresh_sft,
+                run_dir=run_dir,
+            ),
         )
         if resumed_from is not None:
             trainer.load_checkpoint(resumed_from)
