@@ -134,3 +134,35 @@ async def test_async_client_ingest_retrieve_iterate_and_not_found(base_url, make
     assert hits[0][0].action == "look"
     assert len(records) == 3
     assert stored.transitions[0].action == "look"
+
+
+def test_client_annotate_then_iterate_without_reasoning(replay, make_trajectory):
+    replay.ingest([make_trajectory(actions=(f"say {i}", "take coin")) for i in range(2)])
+
+    first = replay.annotate([(1, "saying 0 changes nothing"), (2, "taking the coin wins")])
+    again = replay.annotate([(1, "saying 0 changes nothing")])
+    one = replay.annotate_transition(3, "saying 1 changes nothing")
+    left = [r.id for r in replay.iter_transitions(has_reasoning=False)]
+    annotated = {r.id: r.reasoning for r in replay.iter_transitions(has_reasoning=True)}
+
+    assert (first.updated, first.unchanged) == (2, 0)
+    assert (again.updated, again.unchanged) == (0, 1)
+    assert one.reasoning == "saying 1 changes nothing"
+    assert left == [4]
+    assert annotated == {
+        1: "saying 0 changes nothing",
+        2: "taking the coin wins",
+        3: "saying 1 changes nothing",
+    }
+    with pytest.raises(NotFoundError):
+        replay.annotate([(99, "missing")])
+
+
+async def test_async_client_annotate(base_url, make_trajectory):
+    async with AsyncReplayStoreClient(base_url, max_retries=0, timeout_s=30) as replay:
+        await replay.ingest([make_trajectory()])
+        result = await replay.annotate([(2, "the coin is taken")])
+        records = [r async for r in replay.iter_transitions(has_reasoning=True)]
+
+    assert result.updated == 1
+    assert [r.id for r in records] == [2]

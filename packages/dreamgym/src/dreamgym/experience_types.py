@@ -26,6 +26,7 @@ __all__ = [
     "BatchStepResponse",
     "BatchStepResult",
     "EpisodeDetail",
+    "EpisodeOptions",
     "EpisodeResetRequest",
     "EpisodeResponse",
     "EpisodeStepRequest",
@@ -45,6 +46,21 @@ MAX_PREDICT_QUERIES = 256
 MAX_BATCH_STEPS = 1024
 
 
+class EpisodeOptions(WireModel):
+    """Per-episode prompt switches (ablations, paper Table 2); ``None`` keeps the service's.
+
+    Attributes:
+        use_reasoning: the model may reason (``<think>``) before the next state; ``False`` marks
+            the prompt "no reasoning" and drops any trace (a model SFT-trained without traces).
+        use_retrieval: include top-k retrieved transitions in the prompt.
+        history_length: past (observation, action) pairs in the prompt (0: none).
+    """
+
+    use_reasoning: bool | None = None
+    use_retrieval: bool | None = None
+    history_length: int | None = Field(default=None, ge=0, le=64)
+
+
 class EpisodeResetRequest(WireModel):
     """Start an imagined episode.
 
@@ -54,12 +70,14 @@ class EpisodeResetRequest(WireModel):
             and a GRPO group may share the task while using different seeds.
         max_steps: truncate after this many steps (default: the service's).
         episode_id: optional client-chosen id (idempotency / tracing); 409 if already live.
+        options: prompt switches of this episode (reasoning, retrieval, history length).
     """
 
     task: Task
     seed: int | None = Field(default=None, ge=0)
     max_steps: int | None = Field(default=None, ge=1)
     episode_id: str | None = Field(default=None, min_length=1, max_length=200)
+    options: EpisodeOptions | None = None
 
 
 class EpisodeResponse(WireModel):
@@ -222,7 +240,7 @@ class ReloadRequest(WireModel):
 
 
 class ModelInfo(WireModel):
-    """What the service is serving."""
+    """What the service is serving (``use_*``: its default ablation switches)."""
 
     backend: str
     model_path: str
@@ -231,3 +249,5 @@ class ModelInfo(WireModel):
     retrieval_source: str
     history_length: int
     live_episodes: int
+    use_retrieval: bool = True
+    use_reasoning: bool = True

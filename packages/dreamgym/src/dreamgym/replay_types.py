@@ -16,6 +16,9 @@ Endpoints (all JSON, errors in the :class:`dreamgym.errors.ErrorResponse` envelo
 - ``POST /v1/transitions:sample`` :class:`TransitionSampleRequest` →
   :class:`TransitionSampleResponse`
 - ``GET /v1/transitions`` → :class:`TransitionPage`
+- ``PATCH /v1/transitions`` :class:`TransitionReasoningRequest` →
+  :class:`TransitionReasoningResponse` (teacher reasoning traces R*_t on transitions, Eq. 5)
+- ``PATCH /v1/transitions/{id}`` :class:`TransitionReasoningPatch` → :class:`TransitionRecord`
 - ``GET /v1/trajectories/{trajectory_id}`` → :class:`dreamgym.types.Trajectory`
 - ``GET /v1/trajectories`` → :class:`TrajectoryList`
 - ``GET /v1/stats`` → :class:`ReplayStats`
@@ -32,6 +35,8 @@ from dreamgym.types import DataSource, NonEmptyStr, Split, Trajectory, Transitio
 __all__ = [
     "MAX_EXCLUDED_TRAJECTORIES",
     "MAX_PAGE_SIZE",
+    "MAX_REASONING_CHARS",
+    "MAX_REASONING_UPDATES",
     "MAX_RETRIEVAL_QUERIES",
     "MAX_SAMPLE_SIZE",
     "IngestResult",
@@ -45,6 +50,10 @@ __all__ = [
     "TrajectoryList",
     "TrajectorySummary",
     "TransitionPage",
+    "TransitionReasoning",
+    "TransitionReasoningPatch",
+    "TransitionReasoningRequest",
+    "TransitionReasoningResponse",
     "TransitionRecord",
     "TransitionSampleRequest",
     "TransitionSampleResponse",
@@ -54,6 +63,8 @@ MAX_RETRIEVAL_QUERIES = 256
 MAX_SAMPLE_SIZE = 10_000
 MAX_PAGE_SIZE = 5_000
 MAX_EXCLUDED_TRAJECTORIES = 10_000
+MAX_REASONING_UPDATES = 5_000
+MAX_REASONING_CHARS = 8_000
 
 
 class RetrievalFilters(WireModel):
@@ -65,11 +76,14 @@ class RetrievalFilters(WireModel):
         split: only transitions of this split (``"train"`` / ``"eval"``).
         exclude_trajectory_ids: never return transitions of these trajectories (e.g. the episode
             being simulated, so it cannot retrieve itself).
+        has_reasoning: only transitions with (``True``) or without (``False``) a stored
+            reasoning trace; ``None``: either.
     """
 
     environment: str | None = None
     source: DataSource | None = None
     split: Split | None = None
+    has_reasoning: bool | None = None
     exclude_trajectory_ids: list[str] = Field(
         default_factory=list, max_length=MAX_EXCLUDED_TRAJECTORIES
     )
@@ -250,3 +264,49 @@ class ReplayStats(WireModel):
     by_environment: dict[str, int]
     by_policy: dict[str, int]
     success_rate_by_policy: dict[str, float]
+
+
+class TransitionReasoning(WireModel):
+    """A reasoning trace R*_t for one stored transition (paper Eq. 5, teacher annotation).
+
+    Attributes:
+        id: the transition's store id (:attr:`TransitionRecord.id`).
+        reasoning: why a_t in s_t leads to s_{t+1} and r_{t+1} (1..8000 characters).
+    """
+
+    id: int = Field(ge=1)
+    reasoning: NonEmptyStr = Field(max_length=MAX_REASONING_CHARS)
+
+
+class TransitionReasoningRequest(WireModel):
+    """Body of ``PATCH /v1/transitions``: reasoning traces for many transitions, all or nothing.
+
+    Attributes:
+        updates: 1..5000 ``(id, reasoning)`` pairs; an id may appear twice only with the same
+            reasoning.
+        overwrite: replace a trace a transition already has; ``False`` (default) keeps existing
+            traces, so re-running an annotation job never clobbers one.
+    """
+
+    updates: list[TransitionReasoning] = Field(min_length=1, max_length=MAX_REASONING_UPDATES)
+    overwrite: bool = False
+
+
+class TransitionReasoningPatch(WireModel):
+    """Body of ``PATCH /v1/transitions/{id}`` (see :class:`TransitionReasoningRequest`)."""
+
+    reasoning: NonEmptyStr = Field(max_length=MAX_REASONING_CHARS)
+    overwrite: bool = False
+
+
+class TransitionReasoningResponse(WireModel):
+    """Result of storing reasoning traces.
+
+    Attributes:
+        updated: transitions whose trace was written by this request.
+        unchanged: transitions left as they were: they already had this trace, or another one
+            and ``overwrite`` was false. ``updated + unchanged`` = distinct ids sent.
+    """
+
+    updated: int = Field(ge=0)
+    unchanged: int = Field(ge=0)

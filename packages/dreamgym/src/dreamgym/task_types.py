@@ -76,6 +76,11 @@ class TaskListResponse(WireModel):
 class TaskDetailResponse(WireModel):
     """One task with its curriculum state.
 
+    Generated tasks carry their lineage in ``task.parent_task_id`` and in
+    ``task.metadata``: ``generation_depth`` (1 for a variation of a seed task, parent's + 1
+    after that), ``generation_round`` (the generating request's ``round``, when given) and
+    ``feasibility`` (imagined successes / rollouts, when checked).
+
     Attributes:
         task: the task.
         score: curriculum score V_τ (``None`` until an outcome group is reported).
@@ -157,8 +162,13 @@ class TaskGenerateRequest(WireModel):
         num_seed_tasks: m, the number of seed tasks to vary (top-m by score, score > 0).
         variations_per_task: n, completions generated per seed task.
         environment: restrict seed tasks to one environment.
-        seed: seed of seed-task selection and LLM sampling.
+        seed: seed of seed-task selection, LLM sampling and the feasibility rollouts.
         temperature: LLM sampling temperature (service default when omitted).
+        round: the caller's generation round (e.g. the trainer iteration), stored in each
+            created task's ``metadata.generation_round`` (lineage).
+        check_feasibility: keep only variations the experience model can complete in
+            imagination; ``None``: the service's default (on when it has an experience model
+            configured for it).
     """
 
     num_seed_tasks: int = Field(ge=1, le=64)
@@ -166,6 +176,8 @@ class TaskGenerateRequest(WireModel):
     environment: str | None = Field(default=None, min_length=1)
     seed: int | None = None
     temperature: float | None = Field(default=None, ge=0.0, le=5.0)
+    round: int | None = Field(default=None, ge=0)
+    check_feasibility: bool | None = None
 
 
 class RejectedVariation(WireModel):
@@ -190,9 +202,12 @@ class TaskGenerateResponse(WireModel):
         rejected: completions not stored, with reasons.
         seed_task_ids: the selected seed tasks, in selection order.
         message: why nothing was generated, when that is the case.
+        num_infeasible: rejected variations the experience model could not complete in
+            imagination (their reasons start with ``"infeasible"``).
     """
 
     created: list[Task]
     rejected: list[RejectedVariation]
     seed_task_ids: list[str]
     message: str | None = None
+    num_infeasible: int = Field(default=0, ge=0)

@@ -9,7 +9,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Literal
 
+from pydantic import ValidationError
+
 from dreamgym.envs import list_environments
+from dreamgym.experience_types import EpisodeOptions
 from dreamgym.llm.models import parse_tiny_spec
 
 __all__ = [
@@ -79,6 +82,15 @@ class LoRAConfig:
             "target_modules": len(self.target_modules) >= 1,
         }
         _raise_bad("LoRA", checks, self)
+
+
+def _valid_episode_options(options: dict[str, Any]) -> bool:
+    """True when ``options`` are valid :class:`~dreamgym.experience_types.EpisodeOptions`."""
+    try:
+        EpisodeOptions.model_validate(options)
+    except ValidationError:
+        return False
+    return True
 
 
 def check_real_environment(environment: str, field_name: str = "environment") -> str:
@@ -172,6 +184,9 @@ class RLConfig:
     curriculum_seed_tasks: int = 4
     curriculum_variations: int = 2
     push_synthetic: bool = True
+    em_refresh_every: int = 0
+    em_refresh_sft: dict[str, Any] = field(default_factory=dict)
+    episode_options: dict[str, Any] = field(default_factory=dict)
     checkpoint_every: int = 10
     seed: int = 0
     policy: PolicyConfig = field(default_factory=PolicyConfig)
@@ -191,6 +206,8 @@ class RLConfig:
             "beta": self.beta >= 0,
             "max_grad_norm": self.max_grad_norm > 0,
             "curriculum_every": self.curriculum_every >= 0,
+            "em_refresh_every": self.em_refresh_every >= 0,
+            "episode_options": _valid_episode_options(self.episode_options),
             "checkpoint_every": self.checkpoint_every >= 1,
         }
 
@@ -230,6 +247,14 @@ class GRPOConfig(RLConfig):
             [Eq. 6-7].
         curriculum_seed_tasks / curriculum_variations: m seed tasks × n variations per call.
         push_synthetic: add the imagined trajectories to the replay store (co-evolving buffer).
+        em_refresh_every: every N iterations, fine-tune the experience model on the grown buffer
+            (real + synthetic) and reload it (0 = never; the paper keeps it frozen; see
+            :mod:`agent_trainer.em_refresh`).
+        em_refresh_sft: SFT config fields of those refreshes (e.g. ``{"steps": 100}``).
+        episode_options: reset options of every imagined episode
+            (:class:`~dreamgym.experience_types.EpisodeOptions`: ``use_reasoning``,
+            ``use_retrieval``, ``history_length``), e.g. ``{"use_retrieval": false}`` for the
+            "w/o replay" ablation on a shared experience-model service.
         checkpoint_every: save the policy every N iterations (and at the end).
         seed: seed of task sampling, episode seeds and policy sampling.
         policy: the policy model (and its optional LoRA adapters).

@@ -58,16 +58,30 @@ class EnvPool(Protocol):
 
 
 class ImaginedEnvPool:
-    """Episodes in the experience model (DreamGym's imagined environment)."""
+    """Episodes in the experience model (DreamGym's imagined environment).
+
+    Args:
+        client: async experience-model client.
+        max_concurrency: episodes played at once.
+        options: every episode's reset options (``use_reasoning``, ``use_retrieval``,
+            ``history_length``; ablations on a shared service), ``None``: the service's.
+    """
 
     real = False
 
-    def __init__(self, client: AsyncExperienceModelClient, *, max_concurrency: int = 1024) -> None:
+    def __init__(
+        self,
+        client: AsyncExperienceModelClient,
+        *,
+        max_concurrency: int = 1024,
+        options: dict[str, Any] | None = None,
+    ) -> None:
         self.client = client
         self.max_concurrency = max_concurrency
+        self.options = options or None
 
     async def reset(self, task: Task, *, seed: int, max_steps: int) -> tuple[Any, AbstractState]:
-        ep = await self.client.reset(task, seed=seed, max_steps=max_steps)
+        ep = await self.client.reset(task, seed=seed, max_steps=max_steps, options=self.options)
         return ep.episode_id, ep.state
 
     async def step(self, handle: Any, action: str) -> EnvStep:

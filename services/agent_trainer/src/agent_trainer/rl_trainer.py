@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import torch
 
 from agent_trainer.config import RLConfig
+from agent_trainer.em_refresh import ExperienceModelRefresher
 from agent_trainer.env_pools import EnvPool
 from agent_trainer.policy import Decision, LMPolicy
 from agent_trainer.policy_io import is_lora_model, save_policy_model, trainable_parameters
@@ -95,6 +96,8 @@ class RLTrainer:
         run_dir: checkpoints and ``metrics.jsonl`` go here.
         on_metrics: callback ``(iteration, metrics)`` (job progress reporting).
         should_stop: polled between iterations (cancellation).
+        em_refresher: retrains and reloads the experience model every
+            ``config.em_refresh_every`` iterations (``None``: never).
     """
 
     config: RLConfig
@@ -110,8 +113,10 @@ class RLTrainer:
         run_dir: Path,
         on_metrics: Callable[[int, dict[str, Any]], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
+        em_refresher: ExperienceModelRefresher | None = None,
     ) -> None:
         self.config, self.policy, self.pool = config, policy, pool
+        self.em_refresher = em_refresher
         self.task_source, self.replay, self.run_dir = task_source, replay, Path(run_dir)
         self.on_metrics, self.should_stop = on_metrics, should_stop
         self.optimizer = torch.optim.AdamW(self._param_groups(), lr=config.learning_rate)
@@ -263,9 +268,10 @@ class RLTrainer:
         self.report_outcomes(tasks, rollouts)
         pushed = self.push_synthetic(rollouts)
         generated = self.maybe_generate_tasks()
+        refreshed = self.maybe_refresh_experience_model()
         steps = sum(len(r.transitions) for r in rollouts)
         self.env_steps += steps
-        metrics = {**self.rollout_metrics(rollouts), **metrics}
+        metrics = {**self.rollout_metrics(rollouts), **metrics, **refreshed}
         metrics.update(
             {
                 "iteration": self.iteration,
@@ -320,6 +326,19 @@ class RLTrainer:
         return self.task_source.generate(
             c.curriculum_seed_tasks, c.curriculum_variations, seed=c.seed + self.iteration
         )
+
+    def maybe_refresh_experience_model(self) -> dict[str, float]:
+        """Every ``em_refresh_every`` iterations (imagined rollouts only), retrain and reload the
+        experience model on the grown buffer; returns the refresh's metrics (or none)."""
+        every = self.config.em_refresh_every
+        if (
+            self.em_refresher is None
+            or every == 0
+            or (self.iteration + 1) % every != 0
+            or getattr(self.pool, "real", False)
+        ):
+            return {}
+        return self.em_refresher.refresh(self.iteration)
 
     def rollout_metrics(self, rollouts: list[Rollout]) -> dict[str, Any]:
         """``rollout/*`` metrics of the valid rollouts; failed ones are counted and logged."""

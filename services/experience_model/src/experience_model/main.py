@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -62,7 +62,9 @@ class Runtime:
             retriever,
             k=settings.retrieval_k,
             options=PromptOptions(
-                history_length=settings.history_length, use_retrieval=settings.use_retrieval
+                history_length=settings.history_length,
+                use_retrieval=settings.use_retrieval,
+                use_reasoning=settings.use_reasoning,
             ),
             sampling=SamplingConfig(
                 max_new_tokens=settings.max_new_tokens,
@@ -112,6 +114,8 @@ class Runtime:
             retrieval_k=self.settings.retrieval_k,
             retrieval_source=self.settings.retrieval_source,
             history_length=self.settings.history_length,
+            use_retrieval=self.settings.use_retrieval,
+            use_reasoning=self.settings.use_reasoning,
             live_episodes=self.live_episodes(),
         )
 
@@ -139,9 +143,13 @@ def _build_retriever(settings: Settings) -> tuple[Retriever | None, Any]:
     from experience_model.adapters.retrieval import ReplayStoreRetriever  # noqa: PLC0415
 
     client = AsyncReplayStoreClient(settings.replay_store_url, timeout_s=30.0)
-    source = None if settings.retrieval_source == "any" else settings.retrieval_source
+    mix = settings.retrieval_source == "mix"
+    source = None if settings.retrieval_source in ("any", "mix") else settings.retrieval_source
     return ReplayStoreRetriever(
-        client, source=source, cache_ttl_s=settings.retrieval_cache_ttl_s
+        client,
+        source=source,
+        synthetic_fraction=settings.retrieval_synthetic_fraction if mix else None,
+        cache_ttl_s=settings.retrieval_cache_ttl_s,
     ), client
 
 
@@ -149,25 +157,35 @@ def _training_runner(settings: Settings) -> Any:
     from dreamgym.errors import InvalidRequestError  # noqa: PLC0415
     from dreamgym.jobs import make_job_runner  # noqa: PLC0415
     from dreamgym.server.errors import validation_message  # noqa: PLC0415
-    from experience_model.training.job import validate  # noqa: PLC0415
+    from experience_model.training import annotate, job  # noqa: PLC0415
 
-    def checked(config: dict[str, Any]) -> dict[str, Any]:
-        try:
-            return validate(config)
-        except ValidationError as exc:
-            message, param = validation_message(
-                [{**e, "loc": ("config", *e["loc"])} for e in exc.errors()]
-            )
-            raise InvalidRequestError(message, param=param) from None
+    def checked(validate: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
+        def check(config: dict[str, Any]) -> dict[str, Any]:
+            try:
+                return validate(config)
+            except ValidationError as exc:
+                message, param = validation_message(
+                    [{**e, "loc": ("config", *e["loc"])} for e in exc.errors()]
+                )
+                raise InvalidRequestError(message, param=param) from None
+
+        return check
+
+    def queue(kind: str, config: dict[str, Any]) -> str:
+        # SFT and a local teacher model need the GPU; rule or remote teachers do not
+        return "gpu" if kind == "sft" or config.get("teacher") == "local" else "cpu"
 
     return make_job_runner(
         settings.job_backend,
         settings.data_dir / "training-jobs",
-        {"sft": "experience_model.training.job:run"},
-        {"sft": checked},
+        {
+            "sft": "experience_model.training.job:run",
+            "annotate": "experience_model.training.annotate:run",
+        },
+        {"sft": checked(job.validate), "annotate": checked(annotate.validate)},
         namespace="experience_model",
         broker_url=settings.job_broker_url,
-        route=lambda _kind, _config: "gpu",
+        route=queue,
         max_running=1,
     )
 

@@ -30,9 +30,16 @@ class Settings(AuthSettings):
             JSON (``{"gpu_memory_utilization": 0.85, "max_model_len": 4096}``).
         replay_store_url: replay store for top-k retrieval; unset disables retrieval.
         retrieval_k: retrieved transitions per step (k in paper Eq. 4).
-        retrieval_source: retrieve only ``"real"`` transitions, only ``"synthetic"``, or ``"any"``.
+        retrieval_source: retrieve only ``"real"`` transitions, only ``"synthetic"``, ``"any"``,
+            or ``"mix"`` (a fixed share of each, see ``retrieval_synthetic_fraction``).
+        retrieval_synthetic_fraction: under ``"mix"``, the share of the k examples taken from
+            synthetic transitions (round(k·f)); a side with too few fills from the other.
         history_length: past (observation, action) pairs in the prompt (0 disables history).
-        use_retrieval: ablation switch for retrieval.
+        use_retrieval: ablation switch for retrieval ("w/o experience replay").
+        use_reasoning: ablation switch for reasoning ("w/o experience reasoning"): ``False``
+            marks prompts "no reasoning" and drops any trace the model emits; must match the
+            SFT job's ``use_reasoning``. Per episode, a reset's ``options`` override these three
+            switches and ``history_length``.
         max_new_tokens / temperature / top_p: sampling of the experience model.
         parse_retries: regenerations of an unparseable completion before a 502.
         episode_ttl_s: idle time after which a live episode expires.
@@ -82,9 +89,11 @@ class Settings(AuthSettings):
 
     replay_store_url: str | None = None
     retrieval_k: int = Field(default=2, ge=0, le=50)
-    retrieval_source: Literal["real", "synthetic", "any"] = "real"
+    retrieval_source: Literal["real", "synthetic", "any", "mix"] = "real"
+    retrieval_synthetic_fraction: float = Field(default=0.5, ge=0.0, le=1.0)
     history_length: int = Field(default=2, ge=0, le=64)
     use_retrieval: bool = True
+    use_reasoning: bool = True
 
     max_new_tokens: int = Field(default=160, ge=1, le=8192)
     temperature: float = Field(default=0.7, ge=0.0, le=5.0)

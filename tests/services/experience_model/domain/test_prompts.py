@@ -271,3 +271,23 @@ def test_parse_step_output_no_actions_in_terminal_state_accepted():
     parsed = parse_step_output(completion(actions="", terminated="true"))
 
     assert parsed.terminated and parsed.admissible_actions == []
+
+
+# -- reasoning switch ---------------------------------------------------------------------------
+
+
+def test_build_step_prompt_reasoning_on_keeps_the_plain_header():
+    text = prompt(options=PromptOptions(history_length=2, use_reasoning=True))
+
+    assert text.endswith("\n### Next state\n")
+    assert "no reasoning" not in text
+
+
+def test_build_step_prompt_reasoning_off_marks_the_header_and_nothing_else():
+    on = prompt(options=PromptOptions(history_length=2))
+    off = prompt(options=PromptOptions(history_length=2, use_reasoning=False))
+
+    assert off.endswith("\n### Next state (no reasoning)\n")
+    assert off.removesuffix("### Next state (no reasoning)\n") == on.removesuffix(
+        "### Next state\n"
+    )

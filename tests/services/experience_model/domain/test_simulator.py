@@ -206,3 +206,46 @@ async def test_predict_counts_generated_tokens():
 
     assert m.generated_tokens == sum(c.completion.num_completion_tokens for c in fake.calls)
     assert m.generated_tokens > 0
+
+
+# -- per-query prompt switches (episode reset options) -------------------------------------------
+
+
+async def test_predict_query_without_reasoning_marks_prompt_and_drops_the_trace():
+    fake = FakeLLMBackend(responder=lambda p, s: step_completion("Room.", reasoning="because"))
+    off = PromptOptions(history_length=2, use_reasoning=False)
+
+    with_trace, without = await model(fake).predict([query(), query(options=off)])
+
+    assert with_trace.reasoning == "because"
+    assert without.reasoning == ""
+    assert fake.prompts[0].endswith("### Next state\n")
+    assert fake.prompts[1].endswith("### Next state (no reasoning)\n")
+
+
+async def test_predict_retrieves_only_for_queries_with_retrieval_on():
+    retriever = FakeRetriever()
+    fake = FakeLLMBackend(responder=lambda p, s: step_completion("Room."))
+    off = PromptOptions(history_length=2, use_retrieval=False)
+
+    results = await model(fake, retriever, k=1).predict(
+        [query(options=off), query("look"), query(options=off)]
+    )
+
+    assert [len(q) for q, _ in retriever.calls] == [1]
+    assert retriever.calls[0][0][0].action == "look"
+    assert [r.retrieved for r in results] == [[], ["traj-1#0"], []]
+    assert "Examples:" not in fake.prompts[0] and "Examples:" in fake.prompts[1]
+
+
+async def test_predict_query_history_length_overrides_the_models():
+    fake = FakeLLMBackend(responder=lambda p, s: step_completion("Room."))
+    history = [HistoryStep(f"old room {i}", f"old action {i}") for i in range(3)]
+    one = PromptOptions(history_length=1)
+
+    await model(fake, options=PromptOptions(history_length=3)).predict(
+        [query(history=history), query(history=history, options=one)]
+    )
+
+    assert "old room 0" in fake.prompts[0]
+    assert "old room 0" not in fake.prompts[1] and "old room 2" in fake.prompts[1]

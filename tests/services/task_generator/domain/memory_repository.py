@@ -38,9 +38,12 @@ class InMemoryTaskRepository:
         store.update(new)
         return len(new), len(tasks) - len(new)
 
-    def list_tasks(self, team, *, split, origin, environment, limit, offset):
+    def list_tasks(self, team, *, split, origin, environment, limit, offset, parent_task_id=None):
         matching = [
-            t for t in self.by_team[team].values() if _matches(t, split, origin, environment)
+            t
+            for t in self.by_team[team].values()
+            if _matches(t, split, origin, environment)
+            and (parent_task_id is None or t.parent_task_id == parent_task_id)
         ]
         return matching[offset : offset + limit], len(matching)
 

@@ -19,6 +19,7 @@ from dreamgym.experience_types import (
     BatchStepRequest,
     BatchStepResponse,
     EpisodeDetail,
+    EpisodeOptions,
     EpisodeResetRequest,
     EpisodeResponse,
     EpisodeStepRequest,
@@ -41,10 +42,18 @@ def _ep(episode_id: str) -> str:
 
 
 def _reset_body(
-    task: Task, seed: int | None, max_steps: int | None, episode_id: str | None
+    task: Task,
+    seed: int | None,
+    max_steps: int | None,
+    episode_id: str | None,
+    options: EpisodeOptions | dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     return EpisodeResetRequest(
-        task=task, seed=seed, max_steps=max_steps, episode_id=episode_id
+        task=task,
+        seed=seed,
+        max_steps=max_steps,
+        episode_id=episode_id,
+        options=None if options is None else EpisodeOptions.model_validate(options),
     ).model_dump(mode="json", exclude_none=True)
 
 
@@ -88,11 +97,15 @@ class ExperienceModelClient(ServiceClient):
         seed: int | None = None,
         max_steps: int | None = None,
         episode_id: str | None = None,
+        options: EpisodeOptions | dict[str, Any] | None = None,
     ) -> EpisodeResponse:
-        """Start an imagined episode in ``task``'s initial state."""
-        data = self.request(
-            "POST", "/v1/episodes", json=_reset_body(task, seed, max_steps, episode_id)
-        )
+        """Start an imagined episode in ``task``'s initial state.
+
+        ``options`` (:class:`~dreamgym.experience_types.EpisodeOptions`) switches reasoning,
+        retrieval or history off or on for this episode only (ablations).
+        """
+        body = _reset_body(task, seed, max_steps, episode_id, options)
+        data = self.request("POST", "/v1/episodes", json=body)
         return EpisodeResponse.model_validate(data)
 
     def step(self, episode_id: str, action: str, *, seed: int | None = None) -> EpisodeStepResponse:
@@ -128,11 +141,15 @@ class ExperienceModelClient(ServiceClient):
         """What the service serves."""
         return ModelInfo.model_validate(self.request("GET", "/v1/model"))
 
-    def start_training(self, config: dict[str, Any]) -> JobRecord:
-        """Start an experience-model SFT job (``POST /v1/training-jobs``)."""
-        return JobRecord.model_validate(
-            self.request("POST", "/v1/training-jobs", json={"config": config})
-        )
+    def start_training(self, config: dict[str, Any], *, kind: str = "sft") -> JobRecord:
+        """Start an experience-model job (``POST /v1/training-jobs``): ``sft`` or ``annotate``."""
+        body = {"kind": kind, "config": config}
+        return JobRecord.model_validate(self.request("POST", "/v1/training-jobs", json=body))
+
+    def start_annotation(self, config: dict[str, Any]) -> JobRecord:
+        """Start a teacher-annotation job: reasoning traces for real transitions (see
+        ``experience_model.training.annotate.AnnotateConfig``)."""
+        return self.start_training(config, kind="annotate")
 
     def get_training(self, job_id: str) -> JobRecord:
         """An SFT job's record (its ``result.checkpoint`` once succeeded)."""
@@ -156,11 +173,15 @@ class AsyncExperienceModelClient(AsyncServiceClient):
         seed: int | None = None,
         max_steps: int | None = None,
         episode_id: str | None = None,
+        options: EpisodeOptions | dict[str, Any] | None = None,
     ) -> EpisodeResponse:
-        """Start an imagined episode in ``task``'s initial state."""
-        data = await self.request(
-            "POST", "/v1/episodes", json=_reset_body(task, seed, max_steps, episode_id)
-        )
+        """Start an imagined episode in ``task``'s initial state.
+
+        ``options`` (:class:`~dreamgym.experience_types.EpisodeOptions`) switches reasoning,
+        retrieval or history off or on for this episode only (ablations).
+        """
+        body = _reset_body(task, seed, max_steps, episode_id, options)
+        data = await self.request("POST", "/v1/episodes", json=body)
         return EpisodeResponse.model_validate(data)
 
     async def step(
@@ -196,10 +217,15 @@ class AsyncExperienceModelClient(AsyncServiceClient):
         """What the service serves."""
         return ModelInfo.model_validate(await self.request("GET", "/v1/model"))
 
-    async def start_training(self, config: dict[str, Any]) -> JobRecord:
-        """Start an experience-model SFT job (``POST /v1/training-jobs``)."""
-        data = await self.request("POST", "/v1/training-jobs", json={"config": config})
+    async def start_training(self, config: dict[str, Any], *, kind: str = "sft") -> JobRecord:
+        """Start an experience-model job (``POST /v1/training-jobs``): ``sft`` or ``annotate``."""
+        body = {"kind": kind, "config": config}
+        data = await self.request("POST", "/v1/training-jobs", json=body)
         return JobRecord.model_validate(data)
+
+    async def start_annotation(self, config: dict[str, Any]) -> JobRecord:
+        """Start a teacher-annotation job (see the sync client)."""
+        return await self.start_training(config, kind="annotate")
 
     async def get_training(self, job_id: str) -> JobRecord:
         """An SFT job's record (its ``result.checkpoint`` once succeeded)."""

@@ -30,6 +30,10 @@ from dreamgym.replay_types import (
     TrajectoryIngestRequest,
     TrajectoryList,
     TransitionPage,
+    TransitionReasoning,
+    TransitionReasoningPatch,
+    TransitionReasoningRequest,
+    TransitionReasoningResponse,
     TransitionRecord,
     TransitionSampleRequest,
     TransitionSampleResponse,
@@ -60,6 +64,17 @@ def _retrieval_body(queries: Sequence[QueryLike], k: int, filters: RetrievalFilt
         queries=[RetrievalQuery.model_validate(q) for q in queries], k=k, filters=filters
     )
     return request.model_dump(mode="json")
+
+
+ReasoningLike = TransitionReasoning | tuple[int, str]
+
+
+def _reasoning_body(updates: Sequence[ReasoningLike], overwrite: bool) -> Any:
+    items = [
+        u if isinstance(u, TransitionReasoning) else TransitionReasoning(id=u[0], reasoning=u[1])
+        for u in updates
+    ]
+    return TransitionReasoningRequest(updates=items, overwrite=overwrite).model_dump(mode="json")
 
 
 def _trajectory_path(trajectory_id: str) -> str:
@@ -131,15 +146,21 @@ class ReplayStoreClient(ServiceClient):
         environment: str | None = None,
         source: DataSource | None = None,
         split: Split | None = None,
+        has_reasoning: bool | None = None,
         page_size: int = 1000,
     ) -> Iterator[TransitionRecord]:
-        """Yield every stored transition matching the filters, by ascending id, page by page."""
+        """Yield every stored transition matching the filters, by ascending id, page by page.
+
+        ``has_reasoning=False`` yields only transitions without a reasoning trace (the ones a
+        teacher still has to annotate).
+        """
         after_id: int | None = None
         while True:
             params = _list_params(
                 environment=environment,
                 source=source,
                 split=split,
+                has_reasoning=None if has_reasoning is None else str(has_reasoning).lower(),
                 after_id=after_id,
                 limit=page_size,
             )
@@ -150,6 +171,26 @@ class ReplayStoreClient(ServiceClient):
             if page.next_after_id is None:
                 return
             after_id = page.next_after_id
+
+    def annotate(
+        self, updates: Sequence[ReasoningLike], *, overwrite: bool = False
+    ) -> TransitionReasoningResponse:
+        """Store reasoning traces ``(transition id, reasoning)`` all or nothing (idempotent).
+
+        Raises:
+            NotFoundError: an id is not one of the caller's transitions (nothing stored).
+            InvalidRequestError: an id is repeated with different reasoning, or > 5000 updates.
+        """
+        data = self.request("PATCH", "/v1/transitions", json=_reasoning_body(updates, overwrite))
+        return TransitionReasoningResponse.model_validate(data)
+
+    def annotate_transition(
+        self, transition_id: int, reasoning: str, *, overwrite: bool = False
+    ) -> TransitionRecord:
+        """Store one reasoning trace; returns the transition as stored afterwards."""
+        body = TransitionReasoningPatch(reasoning=reasoning, overwrite=overwrite)
+        data = self.request("PATCH", f"/v1/transitions/{transition_id:d}", json=body.model_dump())
+        return TransitionRecord.model_validate(data)
 
     def get_trajectory(self, trajectory_id: str) -> Trajectory:
         """The stored trajectory.
@@ -241,6 +282,7 @@ class AsyncReplayStoreClient(AsyncServiceClient):
         environment: str | None = None,
         source: DataSource | None = None,
         split: Split | None = None,
+        has_reasoning: bool | None = None,
         page_size: int = 1000,
     ) -> AsyncIterator[TransitionRecord]:
         """Yield every stored transition matching the filters, by ascending id, page by page."""
@@ -250,6 +292,7 @@ class AsyncReplayStoreClient(AsyncServiceClient):
                 environment=environment,
                 source=source,
                 split=split,
+                has_reasoning=None if has_reasoning is None else str(has_reasoning).lower(),
                 after_id=after_id,
                 limit=page_size,
             )
@@ -260,6 +303,14 @@ class AsyncReplayStoreClient(AsyncServiceClient):
             if page.next_after_id is None:
                 return
             after_id = page.next_after_id
+
+    async def annotate(
+        self, updates: Sequence[ReasoningLike], *, overwrite: bool = False
+    ) -> TransitionReasoningResponse:
+        """Store reasoning traces all or nothing (see ``ReplayStoreClient.annotate``)."""
+        body = _reasoning_body(updates, overwrite)
+        data = await self.request("PATCH", "/v1/transitions", json=body)
+        return TransitionReasoningResponse.model_validate(data)
 
     async def get_trajectory(self, trajectory_id: str) -> Trajectory:
         """The stored trajectory.

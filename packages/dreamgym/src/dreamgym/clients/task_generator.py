@@ -52,13 +52,19 @@ def _register_call(tasks: Sequence[Task]) -> _Call:
 
 
 def _list_call(
-    split: Split | None, origin: TaskOrigin | None, environment: str | None, limit: int, offset: int
+    split: Split | None,
+    origin: TaskOrigin | None,
+    environment: str | None,
+    limit: int,
+    offset: int,
+    parent_task_id: str | None = None,
 ) -> _Call:
     params = _drop_none(
         {
             "split": split,
             "origin": origin,
             "environment": environment,
+            "parent_task_id": parent_task_id,
             "limit": limit,
             "offset": offset,
         }
@@ -93,6 +99,8 @@ def _generate_call(
     seed: int | None,
     temperature: float | None,
     timeout_s: float | None,
+    round: int | None = None,
+    check_feasibility: bool | None = None,
 ) -> _Call:
     body = _drop_none(
         {
@@ -101,6 +109,8 @@ def _generate_call(
             "environment": environment,
             "seed": seed,
             "temperature": temperature,
+            "round": round,
+            "check_feasibility": check_feasibility,
         }
     )
     kwargs: dict[str, Any] = {"json": body}
@@ -128,9 +138,11 @@ class TaskGeneratorClient(ServiceClient):
         environment: str | None = None,
         limit: int = 100,
         offset: int = 0,
+        parent_task_id: str | None = None,
     ) -> TaskListResponse:
-        """A page of tasks matching the filters, and the total number matching."""
-        call = _list_call(split, origin, environment, limit, offset)
+        """A page of tasks matching the filters (``parent_task_id``: the variations of that
+        task), and the total number matching."""
+        call = _list_call(split, origin, environment, limit, offset, parent_task_id)
         return TaskListResponse.model_validate(self._call(call))
 
     def get_task(self, task_id: str) -> TaskDetailResponse:
@@ -168,10 +180,24 @@ class TaskGeneratorClient(ServiceClient):
         seed: int | None = None,
         temperature: float | None = None,
         timeout_s: float | None = None,
+        round: int | None = None,
+        check_feasibility: bool | None = None,
     ) -> TaskGenerateResponse:
-        """Generate variations of the highest-variance tasks (may take long: see ``timeout_s``)."""
+        """Generate variations of the highest-variance tasks (may take long: see ``timeout_s``).
+
+        ``round`` is stored as each new task's ``metadata.generation_round``;
+        ``check_feasibility`` overrides the service's feasibility filter (see
+        :class:`~dreamgym.task_types.TaskGenerateRequest`).
+        """
         call = _generate_call(
-            num_seed_tasks, variations_per_task, environment, seed, temperature, timeout_s
+            num_seed_tasks,
+            variations_per_task,
+            environment,
+            seed,
+            temperature,
+            timeout_s,
+            round,
+            check_feasibility,
         )
         return TaskGenerateResponse.model_validate(self._call(call))
 
@@ -195,9 +221,11 @@ class AsyncTaskGeneratorClient(AsyncServiceClient):
         environment: str | None = None,
         limit: int = 100,
         offset: int = 0,
+        parent_task_id: str | None = None,
     ) -> TaskListResponse:
-        """A page of tasks matching the filters, and the total number matching."""
-        call = _list_call(split, origin, environment, limit, offset)
+        """A page of tasks matching the filters (``parent_task_id``: the variations of that
+        task), and the total number matching."""
+        call = _list_call(split, origin, environment, limit, offset, parent_task_id)
         return TaskListResponse.model_validate(await self._call(call))
 
     async def get_task(self, task_id: str) -> TaskDetailResponse:
@@ -239,9 +267,23 @@ class AsyncTaskGeneratorClient(AsyncServiceClient):
         seed: int | None = None,
         temperature: float | None = None,
         timeout_s: float | None = None,
+        round: int | None = None,
+        check_feasibility: bool | None = None,
     ) -> TaskGenerateResponse:
-        """Generate variations of the highest-variance tasks (may take long: see ``timeout_s``)."""
+        """Generate variations of the highest-variance tasks (may take long: see ``timeout_s``).
+
+        ``round`` is stored as each new task's ``metadata.generation_round``;
+        ``check_feasibility`` overrides the service's feasibility filter (see
+        :class:`~dreamgym.task_types.TaskGenerateRequest`).
+        """
         call = _generate_call(
-            num_seed_tasks, variations_per_task, environment, seed, temperature, timeout_s
+            num_seed_tasks,
+            variations_per_task,
+            environment,
+            seed,
+            temperature,
+            timeout_s,
+            round,
+            check_feasibility,
         )
         return TaskGenerateResponse.model_validate(await self._call(call))

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_trainer.config import PolicyConfig, RLConfig
+from agent_trainer.em_refresh import build_refresher
 from agent_trainer.env_pools import ImaginedEnvPool
 from agent_trainer.jobs.schemas import ServiceURLs
 from agent_trainer.policy import LMPolicy
@@ -128,12 +129,21 @@ def run_training(
     ):
         trainer = make_trainer(
             policy=policy,
-            pool=ImaginedEnvPool(em),
+            pool=ImaginedEnvPool(em, options=cfg.episode_options),
             task_source=RestTaskSource(tasks, cfg.environment),
             replay=RestReplaySink(replay),
             run_dir=run_dir,
             on_metrics=on_metrics,
             should_stop=ctx.cancelled,
+            em_refresher=build_refresher(
+                services.experience_model,
+                services.replay_store,
+                api_key=services.api_key,
+                environment=cfg.environment,
+                every=cfg.em_refresh_every,
+                overrides=cfg.em_refresh_sft,
+                run_dir=run_dir,
+            ),
         )
         if resumed_from is not None:
             trainer.load_checkpoint(resumed_from)
@@ -144,6 +154,8 @@ def run_training(
         finally:
             trainer.run_async(em.aclose())
             trainer.close()
+            if trainer.em_refresher is not None:
+                trainer.em_refresher.client.close()  # type: ignore[attr-defined]
         real_during_rl = real_steps_total() - real_before
         ctx.raise_if_cancelled()
     final = (run_dir / "checkpoints" / "latest").resolve()
@@ -157,4 +169,5 @@ def run_training(
         "final_metrics": metrics,
         "metrics_file": str(run_dir / "metrics.jsonl"),
         "resumed_from": str(resumed_from) if resumed_from else None,
+        "experience_model_refreshes": getattr(trainer.em_refresher, "history", []),
     }

@@ -45,6 +45,7 @@ from pydantic import Field
 
 from dreamgym.auth.keys import DEFAULT_TEAM
 from dreamgym.errors import BackendUnavailableError, EpisodeNotFoundError
+from dreamgym.experience_types import EpisodeOptions
 from dreamgym.types import AbstractState, Task, Transition, WireModel
 from experience_model.domain.episodes import (
     Episode,
@@ -77,6 +78,7 @@ class EpisodeDocument(WireModel):
     terminated: bool = False
     truncated: bool = False
     created_at: float
+    options: EpisodeOptions | None = None
 
 
 def to_document(episode: Episode) -> str:
@@ -92,6 +94,7 @@ def to_document(episode: Episode) -> str:
         terminated=episode.terminated,
         truncated=episode.truncated,
         created_at=episode.created_at,
+        options=episode.options,
     ).model_dump_json()
 
 
@@ -114,6 +117,7 @@ def from_document(raw: str | bytes, revision: int) -> Episode:
         truncated=doc.truncated,
         created_at=doc.created_at,
         revision=revision,
+        options=doc.options,
     )
 
 

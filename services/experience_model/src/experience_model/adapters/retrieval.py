@@ -9,6 +9,10 @@ cached per ``(team, environment, source, k, task, observation, action)`` for ``c
 seconds, so a team never gets another team's cached transitions: imagined rollouts revisit the
 same abstract states constantly, and the real part of the buffer only changes when new real data
 is ingested (set the TTL to 0 to disable the cache). Keys are never logged nor cached.
+
+With ``synthetic_fraction`` set (``EXPERIENCE_MODEL_RETRIEVAL_SOURCE=mix``) each group is
+retrieved twice, from the real and from the synthetic part of the buffer, and
+:func:`~experience_model.domain.mixing.mix_retrieved` keeps that share of synthetic examples.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from dreamgym.clients.replay_store import AsyncReplayStoreClient
 from dreamgym.replay_types import MAX_RETRIEVAL_QUERIES, RetrievalQuery, RetrievedTransition
 from dreamgym.types import DataSource
 from experience_model.domain.caller import caller_of
+from experience_model.domain.mixing import mix_retrieved
 from experience_model.domain.prompts import ExampleTransition
 from experience_model.domain.simulator import RetrievedExample, StepQuery
 
@@ -50,7 +55,10 @@ class ReplayStoreRetriever:
 
     Args:
         client: async replay-store client.
-        source: ``"real"``, ``"synthetic"`` or ``None`` (any).
+        source: ``"real"``, ``"synthetic"`` or ``None`` (any); ignored when
+            ``synthetic_fraction`` is set.
+        synthetic_fraction: mix real and synthetic examples with this synthetic share of k, in
+            [0, 1] (``None``: retrieve from ``source`` only).
         cache_ttl_s: seconds a retrieval result is reused (0 disables caching).
         cache_size: most cached queries.
     """
@@ -60,11 +68,15 @@ class ReplayStoreRetriever:
         client: AsyncReplayStoreClient,
         source: DataSource | None = "real",
         *,
+        synthetic_fraction: float | None = None,
         cache_ttl_s: float = 300.0,
         cache_size: int = 100_000,
     ) -> None:
+        if synthetic_fraction is not None and not 0.0 <= synthetic_fraction <= 1.0:
+            raise ValueError(f"synthetic_fraction must be in [0, 1], got {synthetic_fraction}")
         self.client = client
         self.source = source
+        self.synthetic_fraction = synthetic_fraction
         self._cache: TTLCache[tuple[object, ...], list[RetrievedExample]] | None = (
             TTLCache(maxsize=cache_size, ttl=cache_ttl_s) if cache_ttl_s > 0 else None
         )
@@ -74,7 +86,25 @@ class ReplayStoreRetriever:
 
     def _key(self, q: StepQuery, k: int) -> tuple[object, ...]:
         team = caller_of(q).team
-        return (team, q.environment, self.source, k, q.task, q.observation, q.action)
+        source = self.source if self.synthetic_fraction is None else self.synthetic_fraction
+        return (team, q.environment, source, k, q.task, q.observation, q.action)
+
+    async def _fetch(
+        self, queries: list[RetrievalQuery], k: int, environment: str | None, api_key: str | None
+    ) -> list[list[RetrievedTransition]]:
+        if self.synthetic_fraction is None:
+            return await self.client.retrieve(
+                queries, k=k, environment=environment, source=self.source, api_key=api_key
+            )
+        kwargs = {"k": k, "environment": environment, "api_key": api_key}
+        real = await self.client.retrieve(queries, source="real", **kwargs)
+        synthetic = await self.client.retrieve(queries, source="synthetic", **kwargs)
+        return [
+            mix_retrieved(
+                r, s, k, synthetic_fraction=self.synthetic_fraction, score=lambda t: t.score
+            )
+            for r, s in zip(real, synthetic, strict=True)
+        ]
 
     async def retrieve(self, queries: Sequence[StepQuery], k: int) -> list[list[RetrievedExample]]:
         """k nearest stored transitions per query (same environment, the query caller's team),
@@ -96,7 +126,7 @@ class ReplayStoreRetriever:
         for (_, api_key, environment), idx in groups.items():
             for start in range(0, len(idx), MAX_RETRIEVAL_QUERIES):
                 chunk = idx[start : start + MAX_RETRIEVAL_QUERIES]
-                hits = await self.client.retrieve(
+                hits = await self._fetch(
                     [
                         RetrievalQuery(
                             task=queries[i].task,
@@ -105,10 +135,9 @@ class ReplayStoreRetriever:
                         )
                         for i in chunk
                     ],
-                    k=k,
-                    environment=environment,
-                    source=self.source,
-                    api_key=api_key,
+                    k,
+                    environment,
+                    api_key,
                 )
                 for i, row in zip(chunk, hits, strict=True):
                     results[i] = [to_example(t) for t in row]

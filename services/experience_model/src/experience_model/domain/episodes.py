@@ -38,6 +38,7 @@ from dreamgym.errors import (
     EpisodeNotFoundError,
     QuotaExceededError,
 )
+from dreamgym.experience_types import EpisodeOptions
 from dreamgym.types import AbstractState, Task, Transition
 
 __all__ = [
@@ -113,6 +114,7 @@ class Episode:
         revision: number of saves committed so far; :meth:`EpisodeStore.save` only commits when
             the stored revision still equals this one (compare-and-set), then increments it.
         team: the team that reset the episode; only that team can read, step or close it.
+        options: the reset's prompt switches (``None``: the service's).
     """
 
     episode_id: str
@@ -127,6 +129,7 @@ class Episode:
     last_access: float = field(default_factory=time.monotonic)
     revision: int = 0
     team: str = DEFAULT_TEAM
+    options: EpisodeOptions | None = None
 
     @property
     def done(self) -> bool:

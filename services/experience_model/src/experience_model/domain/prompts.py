@@ -15,6 +15,12 @@ SFT, paper Eq. 5: the same prompt, and the completion as the target — so
 ``−log P(R*_t | ...) − log P(s_{t+1} | R*_t, ...)`` is the token-level loss over that completion
 (the reasoning part only when the data carries a trace).
 
+Reasoning switch (ablation "w/o experience reasoning", paper Table 2): with
+``PromptOptions(use_reasoning=False)`` the prompt's last line reads ``### Next state (no
+reasoning)`` and the target carries no ``<think>`` block, so a model trained that way predicts the
+next state directly; with the default ``use_reasoning=True`` the prompt is unchanged and the
+completion starts with ``<think>R_t</think>`` whenever the model was trained on traces.
+
 :func:`parse_step_output` is strict: each tag once, in order, nothing but whitespace around them;
 anything else raises :class:`StepParseError` with a reason, which the service retries and then
 reports as a ``malformed_transition`` error (never as a reward of 0).
@@ -29,6 +35,8 @@ from dataclasses import dataclass
 
 __all__ = [
     "FORMAT_TAGS",
+    "NEXT_STATE_HEADER",
+    "NEXT_STATE_HEADER_NO_REASONING",
     "FORMAT_VERSION",
     "ExampleTransition",
     "HistoryStep",
@@ -42,6 +50,8 @@ __all__ = [
 
 FORMAT_VERSION = "dreamgym-step-v1"
 ACTION_SEPARATOR = " | "
+NEXT_STATE_HEADER = "### Next state"
+NEXT_STATE_HEADER_NO_REASONING = "### Next state (no reasoning)"
 # The output format's markup; small corpus tokenizers keep each tag as one token.
 FORMAT_TAGS = tuple(
     f"<{end}{tag}>"
@@ -77,10 +87,13 @@ class PromptOptions:
     Attributes:
         history_length: past (observation, action) pairs shown; 0 disables history.
         use_retrieval: include retrieved examples.
+        use_reasoning: the completion may start with a ``<think>`` reasoning trace; ``False``
+            marks the prompt "no reasoning" (and the service drops any trace the model emits).
     """
 
     history_length: int = 3
     use_retrieval: bool = True
+    use_reasoning: bool = True
 
     def __post_init__(self) -> None:
         if self.history_length < 0:
@@ -137,7 +150,8 @@ def build_step_prompt(
         options: ablation switches.
 
     Returns:
-        The prompt text; the completion follows the final ``### Next state`` line.
+        The prompt text; the completion follows the final ``### Next state`` line
+        (``### Next state (no reasoning)`` when ``options.use_reasoning`` is false).
     """
     lines = ["### Environment step", f"Task: {_flat(task)}"]
     if options.use_retrieval and examples:
@@ -156,7 +170,7 @@ def build_step_prompt(
         f"Observation: {_flat(observation)}",
         f"Actions: {_join_actions(admissible_actions)}",
         f"Action: {_flat(action)}",
-        "### Next state",
+        NEXT_STATE_HEADER if options.use_reasoning else NEXT_STATE_HEADER_NO_REASONING,
         "",
     ]
     return "\n".join(lines)

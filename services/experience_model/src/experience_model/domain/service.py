@@ -33,14 +33,21 @@ from typing import Protocol
 
 from dreamgym.auth.keys import DEFAULT_TEAM
 from dreamgym.errors import DreamGymError, MalformedTransitionError, StepTimeoutError
+from dreamgym.experience_types import EpisodeOptions
 from dreamgym.types import AbstractState, Task, Transition
 from experience_model.domain.batching import MicroBatcher
 from experience_model.domain.caller import DEFAULT_CALLER, Caller, CallerStepQuery
 from experience_model.domain.episodes import Episode, EpisodeStore, new_episode_id
-from experience_model.domain.prompts import HistoryStep
+from experience_model.domain.prompts import HistoryStep, PromptOptions
 from experience_model.domain.simulator import ExperienceModel, StepPrediction, StepQuery
 
-__all__ = ["LEASE_MARGIN_S", "EpisodeService", "StepObserver", "StepOutcome"]
+__all__ = [
+    "LEASE_MARGIN_S",
+    "EpisodeService",
+    "StepObserver",
+    "StepOutcome",
+    "episode_prompt_options",
+]
 
 LEASE_MARGIN_S = 5.0
 """Seconds a step lease outlives the step deadline (a crashed replica frees it after that)."""
@@ -73,6 +80,16 @@ class StepOutcome:
     episode: Episode
     transition: Transition
     prediction: StepPrediction
+
+
+def episode_prompt_options(
+    base: PromptOptions, override: EpisodeOptions | None
+) -> PromptOptions | None:
+    """``base`` with the episode's non-``None`` switches applied (``None`` when nothing is set)."""
+    if override is None:
+        return None
+    changes = override.model_dump(exclude_none=True)
+    return dataclasses.replace(base, **changes) if changes else None
 
 
 def _history(ep: Episode) -> list[HistoryStep]:
@@ -132,8 +149,10 @@ class EpisodeService:
         max_steps: int | None = None,
         episode_id: str | None = None,
         team: str = DEFAULT_TEAM,
+        options: EpisodeOptions | None = None,
     ) -> Episode:
-        """Start an episode of ``team`` in the task's initial state.
+        """Start an episode of ``team`` in the task's initial state (``options``: its prompt
+        switches).
 
         Raises:
             InvalidRequestError: ``max_steps`` above the service limit (422).
@@ -156,6 +175,7 @@ class EpisodeService:
             max_steps=limit,
             seed=seed,
             team=team,
+            options=options,
         )
         self.store.create(episode)  # atomic: 409 if episode_id is live, 429 when full
         return episode
@@ -265,6 +285,7 @@ class EpisodeService:
             action=action,
             history=_history(ep),
             seed=step_seed,
+            options=episode_prompt_options(self.model.options, ep.options),
         )
         try:
             result = await asyncio.wait_for(

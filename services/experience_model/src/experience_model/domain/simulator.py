@@ -57,6 +57,8 @@ class StepQuery:
         action: a_t.
         history: earlier (observation, action) pairs, oldest first.
         seed: sampling seed for this step (``None``: unseeded).
+        options: this query's prompt switches (an episode's reset options); ``None``: the
+            model's.
     """
 
     task: str
@@ -66,6 +68,7 @@ class StepQuery:
     action: str
     history: Sequence[HistoryStep] = ()
     seed: int | None = None
+    options: PromptOptions | None = None
 
 
 @dataclass(frozen=True)
@@ -167,10 +170,20 @@ class ExperienceModel:
             seed=_retry_seed(seed, attempt),
         )
 
+    def options_for(self, query: StepQuery) -> PromptOptions:
+        """The prompt switches of ``query``: its own (episode reset options) or the model's."""
+        return query.options or self.options
+
     async def _examples(self, queries: Sequence[StepQuery]) -> list[list[RetrievedExample]]:
-        if self.retriever is None or not self.options.use_retrieval or self.k == 0:
-            return [[] for _ in queries]
-        return await self.retriever.retrieve(queries, self.k)
+        out: list[list[RetrievedExample]] = [[] for _ in queries]
+        if self.retriever is None or self.k == 0:
+            return out
+        wanted = [i for i, q in enumerate(queries) if self.options_for(q).use_retrieval]
+        if wanted:
+            found = await self.retriever.retrieve([queries[i] for i in wanted], self.k)
+            for i, examples in zip(wanted, found, strict=True):
+                out[i] = examples
+        return out
 
     def prompt_for(self, query: StepQuery, examples: Sequence[RetrievedExample]) -> str:
         """The prompt for one query (exposed for SFT data building and debugging)."""
@@ -181,7 +194,7 @@ class ExperienceModel:
             action=query.action,
             history=query.history,
             examples=[e.example for e in examples],
-            options=self.options,
+            options=self.options_for(query),
         )
 
     async def predict(
@@ -215,7 +228,10 @@ class ExperienceModel:
                     admissible_actions=parsed.admissible_actions,
                     reward=parsed.reward,
                     terminated=parsed.terminated,
-                    reasoning=parsed.reasoning,
+                    # reasoning off: a trace the model emits anyway is not reported
+                    reasoning=parsed.reasoning
+                    if self.options_for(queries[i]).use_reasoning
+                    else "",
                     attempts=attempt + 1,
                     retrieved=[e.ref for e in examples[i]],
                     prompt_tokens=completion.num_prompt_tokens,

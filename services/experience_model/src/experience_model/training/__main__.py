@@ -27,6 +27,10 @@ def train(
     learning_rate: Annotated[float, typer.Option(help="AdamW learning rate")] = 1e-3,
     retrieval_k: Annotated[int, typer.Option(help="Retrieved demonstrations per example")] = 2,
     history_length: Annotated[int, typer.Option(help="History steps per example")] = 2,
+    use_reasoning: Annotated[
+        bool, typer.Option(help="Train on stored reasoning traces (<think> targets)")
+    ] = True,
+    data_source: Annotated[str, typer.Option(help="real, or any (real + synthetic)")] = "real",
     device: Annotated[str, typer.Option(help="torch device")] = "cpu",
     seed: Annotated[int, typer.Option(help="Seed")] = 0,
 ) -> None:
@@ -43,6 +47,8 @@ def train(
         learning_rate=learning_rate,
         retrieval_k=retrieval_k,
         history_length=history_length,
+        use_reasoning=use_reasoning,
+        data_source=data_source,  # type: ignore[arg-type]
         device=device,
         seed=seed,
     )

@@ -9,7 +9,10 @@ token-level cross-entropy over the target is
 
     L_SFT = −log P(R*_t | s_t, a_t, H_t, D_k) − log P(s_{t+1} | s_t, a_t, R*_t, H_t, D_k)
 
-(the first term only when the data carries a reasoning trace). Because the experience model also
+(the first term only when the data carries a reasoning trace: teacher traces are written into the
+replay store by the ``annotate`` job, :mod:`experience_model.training.annotate`; with
+``use_reasoning=False`` traces are left out and the prompts are marked "no reasoning", the
+"w/o experience reasoning" ablation). Because the experience model also
 serves as the task generator (§1.3: M_task shares parameters with M_exp), the data also holds
 task-synthesis pairs: the task-variation prompt of one seed task → another seed task of the same
 environment, in the format :mod:`dreamgym.prompts.task_variation` parses.
@@ -74,6 +77,11 @@ class SFTConfig:
         bpe_vocab_size: vocabulary cap of the corpus BPE.
         steps / batch_size / learning_rate / warmup_steps / weight_decay: optimisation.
         retrieval_k / history_length / use_retrieval: must match the serving settings.
+        use_reasoning: train on the stored reasoning traces (``<think>`` targets); ``False``
+            drops them and marks prompts "no reasoning" (serve with
+            ``EXPERIENCE_MODEL_USE_REASONING=false``).
+        data_source: ``"real"`` transitions only (the seed buffer), or ``"any"``: real and
+            synthetic (refreshing the model on the grown, co-evolved buffer).
         task_synthesis_pairs: number of task-variation examples.
         holdout_fraction: fraction of trajectories kept out for a held-out loss.
         max_prompt_tokens: prompts are left-truncated to this many tokens.
@@ -99,6 +107,8 @@ class SFTConfig:
     retrieval_k: int = 2
     history_length: int = 2
     use_retrieval: bool = True
+    use_reasoning: bool = True
+    data_source: Literal["real", "any"] = "real"
     task_synthesis_pairs: int = 200
     holdout_fraction: float = 0.05
     max_prompt_tokens: int = 1024
@@ -183,13 +193,18 @@ def build_examples(
     cfg: SFTConfig, client: ReplayStoreClient, tasks: Sequence[Task] = ()
 ) -> list[SFTExample]:
     """Build step examples from the replay store and task-synthesis pairs from ``tasks``."""
-    records = list(client.iter_transitions(environment=cfg.environment, source="real"))
+    source = "real" if cfg.data_source == "real" else None
+    records = list(client.iter_transitions(environment=cfg.environment, source=source))
     if not records:
         raise ValueError(
-            f"the replay store has no real transitions for environment "
+            f"the replay store has no {cfg.data_source} transitions for environment "
             f"{cfg.environment!r}: collect seed data first"
         )
-    options = PromptOptions(history_length=cfg.history_length, use_retrieval=cfg.use_retrieval)
+    options = PromptOptions(
+        history_length=cfg.history_length,
+        use_retrieval=cfg.use_retrieval,
+        use_reasoning=cfg.use_reasoning,
+    )
     trajectories = _by_trajectory(records)
     flat = [r for traj in trajectories.values() for r in traj]
     demos = (
@@ -215,7 +230,7 @@ def build_examples(
                 next_admissible_actions=r.next_admissible_actions,
                 reward=r.reward,
                 terminated=r.terminated,
-                reasoning=r.reasoning,
+                reasoning=r.reasoning if cfg.use_reasoning else None,
             )
             examples.append(SFTExample(prompt, target, traj_id))
             i += 1
@@ -432,6 +447,7 @@ def train_experience_model(
         "train_examples": len(train),
         "heldout_examples": len(held),
         "task_synthesis_examples": sum(1 for e in examples if e.group.startswith("task:")),
+        "reasoning_examples": sum(1 for e in examples if e.target.startswith("<think>")),
         "final_loss": curve[-1]["loss"],
         "heldout_loss": held_loss,
         "heldout_perplexity": math.exp(held_loss) if held_loss is not None else None,

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import ParamSpec, TypeVar
 
 import numpy as np
-from sqlalchemy import Engine, Integer, Select, func, insert, or_, select, text
+from sqlalchemy import Engine, Integer, Select, func, insert, or_, select, text, update
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 from sqlalchemy.orm import QueryableAttribute, Session, selectinload
 from sqlalchemy.sql.elements import ColumnElement
@@ -45,6 +45,7 @@ from replay_store.adapters.rows import (
     trajectory_row,
     transition_rows_of,
 )
+from replay_store.domain.annotations import ReasoningPlan, plan_reasoning_updates
 from replay_store.domain.keys import PreparedTrajectory
 from replay_store.domain.ports import QuotaReachedError, StoreRaceError, TrajectoryFilters
 
@@ -302,6 +303,33 @@ class PostgresReplayRepository:
                 for row, task in session.execute(stmt).tuples()
             ]
 
+    @_translate_db_errors
+    def update_reasoning(
+        self, team: str, updates: Mapping[int, str], *, overwrite: bool
+    ) -> ReasoningPlan:
+        """Store reasoning traces on ``team``'s transitions in one transaction.
+
+        The matching rows are locked (``FOR UPDATE``) so concurrent annotators of one transition
+        serialise; the plan (:func:`plan_reasoning_updates`) is computed on the locked values.
+        When an id is missing nothing is written.
+        """
+        if not updates:
+            return ReasoningPlan(writes={}, unchanged=0, missing=[])
+        stmt = (
+            select(TransitionRow.id, TransitionRow.reasoning)
+            .where(TransitionRow.team == team, TransitionRow.id.in_(list(updates)))
+            .with_for_update()
+        )
+        with Session(self.engine) as session, session.begin():
+            current = dict(session.execute(stmt).tuples().all())
+            plan = plan_reasoning_updates(updates, current, overwrite=overwrite)
+            if plan.writes and not plan.missing:
+                session.execute(
+                    update(TransitionRow),
+                    [{"id": i, "reasoning": r} for i, r in plan.writes.items()],
+                )
+            return plan
+
     # -- stats --------------------------------------------------------------------------------
     @_translate_db_errors
     def stats(self, team: str) -> ReplayStats:
@@ -344,6 +372,9 @@ def _transition_conditions(team: str, filters: RetrievalFilters) -> list[ColumnE
         conditions.append(TransitionRow.split == filters.split)
     if filters.exclude_trajectory_ids:
         conditions.append(TransitionRow.trajectory_id.not_in(filters.exclude_trajectory_ids))
+    if filters.has_reasoning is not None:
+        has = TransitionRow.reasoning.is_not(None)
+        conditions.append(has if filters.has_reasoning else TransitionRow.reasoning.is_(None))
     return conditions
 
 

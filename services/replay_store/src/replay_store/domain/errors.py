@@ -9,6 +9,7 @@ __all__ = [
     "TrajectoryConflictError",
     "TrajectoryNotFoundError",
     "TrajectoryQuotaExceededError",
+    "TransitionNotFoundError",
 ]
 
 
@@ -20,6 +21,16 @@ class TrajectoryNotFoundError(NotFoundError):
     def __init__(self, trajectory_id: str) -> None:
         super().__init__(f"trajectory_id '{trajectory_id}' does not exist", param="trajectory_id")
         self.trajectory_id = trajectory_id
+
+
+class TransitionNotFoundError(NotFoundError):
+    """The caller's team stores no transition under this id (404, also for other teams' ids)."""
+
+    error_type = "transition_not_found"
+
+    def __init__(self, transition_id: int, param: str = "id") -> None:
+        super().__init__(f"transition {transition_id} does not exist", param=param)
+        self.transition_id = transition_id
 
 
 class TrajectoryConflictError(ConflictError):

@@ -5,7 +5,7 @@ Every repository method takes the caller's ``team`` first and sees only that tea
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -19,6 +19,7 @@ from dreamgym.replay_types import (
     TransitionRecord,
 )
 from dreamgym.types import Trajectory
+from replay_store.domain.annotations import ReasoningPlan
 from replay_store.domain.keys import PreparedTrajectory
 
 __all__ = [
@@ -146,4 +147,15 @@ class ReplayRepository(Protocol):
 
     def stats(self, team: str) -> ReplayStats:
         """``team``'s table statistics."""
+        ...
+
+    def update_reasoning(
+        self, team: str, updates: Mapping[int, str], *, overwrite: bool
+    ) -> ReasoningPlan:
+        """Store reasoning traces on ``team``'s transitions in one transaction.
+
+        The rows are locked, planned with
+        :func:`~replay_store.domain.annotations.plan_reasoning_updates` and written; when any
+        id is missing nothing is written (the plan is returned with ``missing`` set).
+        """
         ...

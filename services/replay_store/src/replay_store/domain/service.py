@@ -21,13 +21,18 @@ from dreamgym.replay_types import (
     RetrievedTransition,
     TrajectoryList,
     TransitionPage,
+    TransitionReasoning,
+    TransitionReasoningResponse,
+    TransitionRecord,
     TransitionSampleResponse,
 )
 from dreamgym.types import Trajectory
+from replay_store.domain.annotations import distinct_reasoning_updates
 from replay_store.domain.errors import (
     LimitExceededError,
     TrajectoryNotFoundError,
     TrajectoryQuotaExceededError,
+    TransitionNotFoundError,
 )
 from replay_store.domain.ingest import plan_against_store, plan_batch
 from replay_store.domain.keys import PreparedTrajectory, retrieval_key, trajectory_retrieval_keys
@@ -241,3 +246,38 @@ class ReplayService:
     def stats(self, *, team: str) -> ReplayStats:
         """``team``'s counts per source / environment / policy and success rate per policy."""
         return self.repository.stats(team)
+
+    # -- reasoning traces (teacher annotation, paper Eq. 5) -----------------------------------
+    def annotate(
+        self, updates: Sequence[TransitionReasoning], *, overwrite: bool, team: str
+    ) -> TransitionReasoningResponse:
+        """Store reasoning traces on ``team``'s transitions, all or nothing, idempotently.
+
+        Raises:
+            InvalidRequestError: an id is sent twice with different reasoning (422).
+            TransitionNotFoundError: an id is not one of the team's transitions (404 naming
+                ``body.updates.<i>.id``); nothing is written.
+        """
+        distinct = distinct_reasoning_updates(updates)
+        plan = self.repository.update_reasoning(team, distinct, overwrite=overwrite)
+        if plan.missing:
+            first = plan.missing[0]
+            index = next(i for i, u in enumerate(updates) if u.id == first)
+            raise TransitionNotFoundError(first, param=f"body.updates.{index}.id")
+        return TransitionReasoningResponse(updated=len(plan.writes), unchanged=plan.unchanged)
+
+    def annotate_one(
+        self, transition_id: int, reasoning: str, *, overwrite: bool, team: str
+    ) -> TransitionRecord:
+        """Store one trace; returns the transition as stored afterwards.
+
+        Raises:
+            TransitionNotFoundError: not one of the team's transitions (404).
+        """
+        plan = self.repository.update_reasoning(
+            team, {transition_id: reasoning}, overwrite=overwrite
+        )
+        records = self.repository.transitions_by_ids(team, [transition_id])
+        if plan.missing or not records:
+            raise TransitionNotFoundError(transition_id, param="transition_id")
+        return records[0]

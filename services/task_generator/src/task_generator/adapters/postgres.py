@@ -223,9 +223,16 @@ class PostgresTaskRepository:
         environment: str | None,
         limit: int,
         offset: int,
+        parent_task_id: str | None = None,
     ) -> tuple[list[Task], int]:
         """A page of ``team``'s tasks (creation order, then id) and the number matching."""
-        filters = _task_filters(team, split=split, origin=origin, environment=environment)
+        filters = _task_filters(
+            team,
+            split=split,
+            origin=origin,
+            environment=environment,
+            parent_task_id=parent_task_id,
+        )
         page = (
             select(TaskRow)
             .where(*filters)
@@ -352,8 +359,11 @@ def _task_filters(
     origin: TaskOrigin | None = None,
     environment: str | None = None,
     task_ids: Sequence[str] | None = None,
+    parent_task_id: str | None = None,
 ) -> list[Any]:
     filters: list[Any] = [TaskRow.team == team]
+    if parent_task_id is not None:
+        filters.append(TaskRow.parent_task_id == parent_task_id)
     if split is not None:
         filters.append(TaskRow.split == split)
     if origin is not None:

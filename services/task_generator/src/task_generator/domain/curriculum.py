@@ -26,7 +26,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -50,6 +50,8 @@ from task_generator.domain.quota import TaskQuota
 __all__ = [
     "Curriculum",
     "CurriculumConfig",
+    "GroupScorer",
+    "Scorer",
     "check_registration",
     "sample_eval_task_ids",
     "score_tasks",
@@ -124,6 +126,23 @@ def score_tasks(outcomes: Sequence[TaskOutcomes]) -> dict[str, float]:
     return {o.task_id: float(m) for o, m in zip(scored, means, strict=True)}
 
 
+class Scorer(Protocol):
+    """Computes curriculum scores (see :mod:`task_generator.domain.scoring` for the choices)."""
+
+    def scores(self, team: str, outcomes: Sequence[TaskOutcomes]) -> dict[str, float]:
+        """``task_id → score`` for every task of ``outcomes`` with at least one group."""
+        ...
+
+
+class GroupScorer:
+    """The default: each task's score is Eq. 7 over its own recent groups (:func:`score_tasks`)."""
+
+    def scores(self, team: str, outcomes: Sequence[TaskOutcomes]) -> dict[str, float]:
+        """``score_tasks(outcomes)`` (``team`` is not needed: the groups are the task's own)."""
+        del team
+        return score_tasks(outcomes)
+
+
 def score_weights(
     task_ids: Sequence[str], scores: Mapping[str, float], *, floor: float, unscored_score: float
 ) -> list[float]:
@@ -189,11 +208,16 @@ class Curriculum:
     """
 
     def __init__(
-        self, repository: TaskRepository, config: CurriculumConfig, quota: TaskQuota | None = None
+        self,
+        repository: TaskRepository,
+        config: CurriculumConfig,
+        quota: TaskQuota | None = None,
+        scorer: Scorer | None = None,
     ) -> None:
         self.repository = repository
         self.config = config
         self.quota = quota or TaskQuota()
+        self.scorer = scorer or GroupScorer()
 
     def register(self, tasks: Sequence[Task], *, team: str) -> TaskRegisterResponse:
         """Store ``team``'s tasks idempotently (see :meth:`TaskRepository.register_tasks`).
@@ -219,10 +243,17 @@ class Curriculum:
         environment: str | None = None,
         limit: int = 100,
         offset: int = 0,
+        parent_task_id: str | None = None,
     ) -> TaskListResponse:
         """A page of ``team``'s tasks and the number of its tasks matching the filters."""
         data, count = self.repository.list_tasks(
-            team, split=split, origin=origin, environment=environment, limit=limit, offset=offset
+            team,
+            split=split,
+            origin=origin,
+            environment=environment,
+            limit=limit,
+            offset=offset,
+            parent_task_id=parent_task_id,
         )
         return TaskListResponse(data=data, count=count)
 
@@ -244,7 +275,7 @@ class Curriculum:
         outcomes = self._outcomes_of(team, task_id)
         return TaskDetailResponse(
             task=tasks[0],
-            score=score_tasks([outcomes])[task_id] if outcomes else None,
+            score=self.scorer.scores(team, [outcomes]).get(task_id) if outcomes else None,
             num_groups=outcomes.num_groups if outcomes else 0,
             lineage=self.repository.lineage(team, task_id),
         )
@@ -261,7 +292,7 @@ class Curriculum:
             raise TaskNotFoundError(task_id)
         outcomes = self._outcomes_of(team, task_id)
         assert outcomes is not None, "outcome just written must be readable"
-        score = score_tasks([outcomes])[task_id]
+        score = self.scorer.scores(team, [outcomes])[task_id]
         return TaskOutcomeResponse(task_id=task_id, score=score, num_groups=outcomes.num_groups)
 
     def ranking(
@@ -271,7 +302,7 @@ class Curriculum:
         outcomes = self.repository.task_outcomes(
             team, window=self.config.score_window, environment=environment
         )
-        scores = score_tasks(outcomes)
+        scores = self.scorer.scores(team, outcomes)
         rows = [
             TaskScore(
                 task_id=o.task_id,
@@ -293,7 +324,7 @@ class Curriculum:
         outcomes = self.repository.task_outcomes(
             team, window=self.config.score_window, environment=environment, split="train"
         )
-        scores = score_tasks(outcomes)
+        scores = self.scorer.scores(team, outcomes)
         kwargs = {
             "floor": self.config.sample_weight_floor,
             "unscored_score": self.config.unscored_task_score,

@@ -11,6 +11,8 @@ from dreamgym.errors import (
 )
 
 __all__ = [
+    "FeasibilityCheckError",
+    "FeasibilityNotConfiguredError",
     "LLMBackendNotConfiguredError",
     "LLMGenerationError",
     "NoTasksAvailableError",
@@ -74,6 +76,31 @@ class LLMGenerationError(DreamGymError):
 
     status_code = 502
     error_type = "llm_generation_failed"
+
+
+class FeasibilityCheckError(DreamGymError):
+    """The experience model failed while checking variations for feasibility (502); nothing
+    was stored."""
+
+    status_code = 502
+    error_type = "feasibility_check_failed"
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(
+            f"the experience model failed during the feasibility check of generated tasks: {cause}"
+        )
+
+
+class FeasibilityNotConfiguredError(BackendUnavailableError):
+    """A feasibility check was requested but no experience model is configured for it (503)."""
+
+    error_type = "feasibility_not_configured"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "check_feasibility=true needs TASK_GENERATOR_FEASIBILITY_EXPERIENCE_MODEL_URL",
+            param="body.check_feasibility",
+        )
 
 
 class TaskQuotaExceededError(QuotaExceededError):

@@ -12,9 +12,13 @@ One round (:meth:`TaskGenerator.generate`):
    reject unparseable ones with the parser's reason;
 4. reject duplicates: a variation whose ``(environment, instruction, initial_observation)``
    equals an existing task's (its parent included) or an earlier variation of the round;
-5. store the rest as ``origin="generated"``, ``split="train"``, ``parent_task_id`` = the seed,
+5. with a feasibility checker (and unless the request says ``check_feasibility=false``), reject
+   the variations the experience model cannot complete in imagination
+   (:mod:`task_generator.domain.feasibility`; reasons start with ``"infeasible"``);
+6. store the rest as ``origin="generated"``, ``split="train"``, ``parent_task_id`` = the seed,
    the seed's environment and ``task_id = "gen-" + sha256(environment, instruction,
-   observation)[:16]``.
+   observation)[:16]``; their lineage is also in ``metadata``: ``generation_depth`` (parent's +
+   1; seeds are depth 0), ``generation_round`` (the request's ``round``) and ``feasibility``.
 
 A round only ever reads and writes the calling team's tasks: seeds are the team's scored tasks,
 duplicates are checked against the team's tasks, and the variations are stored for the team
@@ -27,6 +31,7 @@ References:
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,8 +50,13 @@ from dreamgym.prompts.task_variation import (
 )
 from dreamgym.task_types import RejectedVariation, TaskGenerateRequest, TaskGenerateResponse
 from dreamgym.types import Task
-from task_generator.domain.curriculum import score_tasks
-from task_generator.domain.errors import LLMBackendNotConfiguredError, LLMGenerationError
+from task_generator.domain.curriculum import GroupScorer, Scorer
+from task_generator.domain.errors import (
+    FeasibilityNotConfiguredError,
+    LLMBackendNotConfiguredError,
+    LLMGenerationError,
+)
+from task_generator.domain.feasibility import FeasibilityChecker, infeasible_reason
 from task_generator.domain.ports import QuotaReachedError, TaskRepository, VariationKey
 from task_generator.domain.quota import TaskQuota
 
@@ -60,6 +70,8 @@ __all__ = [
 ]
 
 MAX_REJECTED_COMPLETION_CHARS = 500
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,10 +112,20 @@ def variation_task_id(key: VariationKey) -> str:
 
 
 def make_generated_task(
-    parent: Task, parsed: ParsedTaskVariation, *, parent_score: float, backend_name: str
+    parent: Task,
+    parsed: ParsedTaskVariation,
+    *,
+    parent_score: float,
+    backend_name: str,
+    generation_round: int | None = None,
 ) -> Task:
-    """Build the stored task of a parsed variation of ``parent``."""
+    """Build the stored task of a parsed variation of ``parent`` (lineage in its metadata)."""
     key = variation_key(parent.environment, parsed.instruction, parsed.initial_observation)
+    lineage: dict[str, int] = {
+        "generation_depth": int(parent.metadata.get("generation_depth", 0)) + 1
+    }
+    if generation_round is not None:
+        lineage["generation_round"] = generation_round
     return Task(
         task_id=variation_task_id(key),
         environment=parent.environment,
@@ -118,6 +140,7 @@ def make_generated_task(
             "prompt_format": PROMPT_FORMAT,
             "llm_backend": backend_name,
             "parent_score": parent_score,
+            **lineage,
         },
     )
 
@@ -170,19 +193,29 @@ class TaskGenerator:
         backend: LLMBackend | None,
         config: GenerationConfig,
         quota: TaskQuota | None = None,
+        *,
+        scorer: Scorer | None = None,
+        feasibility: FeasibilityChecker | None = None,
     ) -> None:
         self.repository = repository
         self.backend = backend
         self.config = config
         self.quota = quota or TaskQuota()
+        self.scorer = scorer or GroupScorer()
+        self.feasibility = feasibility
         # one round at a time: in-process models are not re-entrant
         self._llm_lock = threading.Lock()
 
-    def generate(self, request: TaskGenerateRequest, *, team: str) -> TaskGenerateResponse:
-        """Run one generation round for ``team`` (see the module docstring).
+    def generate(
+        self, request: TaskGenerateRequest, *, team: str, api_key: str | None = None
+    ) -> TaskGenerateResponse:
+        """Run one generation round for ``team`` (see the module docstring); ``api_key`` is the
+        caller's, used for the feasibility episodes.
 
         Raises:
             LLMBackendNotConfiguredError: the service has no LLM backend (503).
+            FeasibilityNotConfiguredError: ``check_feasibility=true`` without a checker (503).
+            FeasibilityCheckError: the experience model failed during the check (502).
             LLMGenerationError: the backend failed or answered the wrong number of
                 completions (502); nothing was stored.
             TaskQuotaExceededError: the team's task quota is full before the round, or the
@@ -190,12 +223,14 @@ class TaskGenerator:
         """
         if self.backend is None:
             raise LLMBackendNotConfiguredError()
+        if request.check_feasibility and self.feasibility is None:
+            raise FeasibilityNotConfiguredError()
         if self.quota.max_tasks_per_team is not None:  # no LLM work when nothing can be stored
             self.quota.check_room(team, self.repository.count_tasks(team), param="body")
         outcomes = self.repository.task_outcomes(
             team, window=self.config.score_window, environment=request.environment, split="train"
         )
-        scores = score_tasks(outcomes)
+        scores = self.scorer.scores(team, outcomes)
         rng = np.random.default_rng(request.seed)
         seed_ids = select_seed_task_ids(
             scores,
@@ -209,8 +244,13 @@ class TaskGenerator:
             )
         parents = self.repository.get_tasks(team, seed_ids)
         candidates = self._complete(self.backend, parents, scores, request)
-        created, rejected = self._accept(team, self.backend.name, candidates)
-        return TaskGenerateResponse(created=created, rejected=rejected, seed_task_ids=seed_ids)
+        created, rejected = self._accept(team, self.backend.name, candidates, request, api_key)
+        return TaskGenerateResponse(
+            created=created,
+            rejected=rejected,
+            seed_task_ids=seed_ids,
+            num_infeasible=sum(r.reason.startswith("infeasible") for r in rejected),
+        )
 
     def _sampling_params(self, request: TaskGenerateRequest, count: int) -> list[SamplingParams]:
         temperature = (
@@ -261,7 +301,12 @@ class TaskGenerator:
         ]
 
     def _accept(
-        self, team: str, backend_name: str, candidates: Sequence[_Candidate]
+        self,
+        team: str,
+        backend_name: str,
+        candidates: Sequence[_Candidate],
+        request: TaskGenerateRequest,
+        api_key: str | None,
     ) -> tuple[list[Task], list[RejectedVariation]]:
         rejected: list[RejectedVariation] = []
         parsed: list[tuple[_Candidate, Task]] = []
@@ -276,10 +321,14 @@ class TaskGenerator:
                 variation,
                 parent_score=candidate.parent_score,
                 backend_name=backend_name,
+                generation_round=request.round,
             )
             parsed.append((candidate, task))
         unique, duplicates = self._drop_duplicates(team, parsed)
         rejected += duplicates
+        if unique and request.check_feasibility is not False and self.feasibility is not None:
+            unique, infeasible = self._check_feasibility(unique, request.seed, api_key)
+            rejected += infeasible
         try:
             inserted = set(
                 self.repository.insert_generated(
@@ -295,6 +344,33 @@ class TaskGenerator:
             if t.task_id not in inserted
         ]
         return created, rejected
+
+    def _check_feasibility(
+        self,
+        parsed: Sequence[tuple[_Candidate, Task]],
+        seed: int | None,
+        api_key: str | None,
+    ) -> tuple[list[tuple[_Candidate, Task]], list[RejectedVariation]]:
+        """Keep the variations with an imagined success; the others are rejected with why."""
+        assert self.feasibility is not None
+        results = self.feasibility.check([t for _, t in parsed], seed=seed, api_key=api_key)
+        kept: list[tuple[_Candidate, Task]] = []
+        rejected: list[RejectedVariation] = []
+        for (candidate, task), result in zip(parsed, results, strict=True):
+            reason = infeasible_reason(result, self.feasibility.max_steps)
+            if reason is not None:
+                rejected.append(_reject(candidate, reason))
+                continue
+            stats = {"successes": result.successes, "rollouts": result.rollouts}
+            kept.append(
+                (
+                    candidate,
+                    task.model_copy(update={"metadata": {**task.metadata, "feasibility": stats}}),
+                )
+            )
+        if rejected:
+            logger.info("rejected %d infeasible task variation(s)", len(rejected))
+        return kept, rejected
 
     def _drop_duplicates(
         self, team: str, parsed: Sequence[tuple[_Candidate, Task]]

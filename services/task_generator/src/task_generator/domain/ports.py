@@ -78,8 +78,10 @@ class TaskRepository(Protocol):
         environment: str | None,
         limit: int,
         offset: int,
+        parent_task_id: str | None = None,
     ) -> tuple[list[Task], int]:
-        """A page of tasks ordered by creation, and the number matching the filters."""
+        """A page of tasks ordered by creation, and the number matching the filters
+        (``parent_task_id``: only the direct variations of that task)."""
         ...
 
     def get_tasks(self, team: str, task_ids: Sequence[str]) -> list[Task]:

@@ -53,6 +53,7 @@ def reset_episode(
         max_steps=body.max_steps,
         episode_id=body.episode_id,
         team=caller.team,
+        options=body.options,
     )
     return _episode(ep)
 

@@ -1,8 +1,12 @@
-"""Experience-model training jobs (SFT, paper Eq. 5) run next to the service.
+"""Experience-model jobs run next to the service: SFT (paper Eq. 5) and teacher annotation.
 
-``POST /v1/training-jobs`` starts an SFT job (in a child process, or on a ``gpu`` Celery worker
-with ``EXPERIENCE_MODEL_JOB_BACKEND=celery``); when it succeeds, load the new
-checkpoint with ``POST /v1/model:reload`` (``result.checkpoint``).
+``POST /v1/training-jobs`` starts a job (in a child process, or on a Celery worker with
+``EXPERIENCE_MODEL_JOB_BACKEND=celery``) of one of two kinds:
+
+- ``sft`` (default): fine-tune the experience model on replay-store transitions; when it
+  succeeds, load the new checkpoint with ``POST /v1/model:reload`` (``result.checkpoint``);
+- ``annotate``: a teacher writes reasoning traces for the real transitions that lack one
+  (:mod:`experience_model.training.annotate`); run it before ``sft``.
 
 Each job is visible only to the team that submitted it: another team's job id answers 404 exactly
 like an unknown one, and listings only hold the caller's jobs. The submitting key is forwarded to
@@ -13,7 +17,7 @@ team's own data) and is never part of a response. A team over its active-job quo
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import Field
@@ -34,8 +38,10 @@ API_KEY_FIELD = "api_key"
 
 
 class TrainingJobRequest(WireModel):
-    """Body of ``POST /v1/training-jobs``: an SFT config (see ``SFTConfig``)."""
+    """Body of ``POST /v1/training-jobs``: the job kind and its config (``SFTConfig`` for
+    ``sft``, ``AnnotateConfig`` for ``annotate``)."""
 
+    kind: Literal["sft", "annotate"] = "sft"
     config: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -82,7 +88,7 @@ def with_api_key(config: dict[str, Any], api_key: str | None) -> dict[str, Any]:
 def start_training(
     body: TrainingJobRequest, runner: RunnerDep, request: Request, caller: CallerDep
 ) -> JobRecord:
-    """Validate the SFT config (422 naming the field) and start training for the caller's team.
+    """Validate the job's config (422 naming the field) and start it for the caller's team.
 
     Raises:
         QuotaExceededError: the team already has its quota of queued + running jobs (429).
@@ -98,7 +104,7 @@ def start_training(
                 retry_after_s=settings.quota_retry_after_s,
             )
     config = with_api_key(body.config, caller.api_key)
-    return public(runner.submit("sft", config, team=caller.team))
+    return public(runner.submit(body.kind, config, team=caller.team))
 
 
 @router.get("", response_model=TrainingJobList, responses=_ERRORS)

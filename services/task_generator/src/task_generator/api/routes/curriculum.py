@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
-from dreamgym.server.auth import TeamDep
+from dreamgym.server.auth import TeamDep, presented_api_key
 from task_generator.api.deps import CurriculumDep, TaskGeneratorDep
 from task_generator.schemas import (
     ERROR_RESPONSES,
@@ -24,6 +24,12 @@ from task_generator.schemas import (
 __all__ = ["router"]
 
 router = APIRouter(tags=["curriculum"], responses=ERROR_RESPONSES)
+
+
+def caller_api_key(request: Request) -> str | None:
+    """The caller's key when authentication is on (forwarded to the experience model)."""
+    state = getattr(request.app.state, "team_auth", None)
+    return presented_api_key(request.headers) if state is not None and state.enabled else None
 
 
 @router.get(
@@ -43,11 +49,13 @@ def list_scores(
     "/curriculum:generate", response_model=TaskGenerateResponse, summary="Generate task variations"
 )
 def generate_tasks(
-    body: TaskGenerateRequest, generator: TaskGeneratorDep, team: TeamDep
+    body: TaskGenerateRequest, generator: TaskGeneratorDep, team: TeamDep, request: Request
 ) -> TaskGenerateResponse:
-    """Generate n variations of each of the team's m highest-variance train tasks; store them.
+    """Generate n variations of each of the team's m highest-variance train tasks; store the
+    ones that parse, are new and (with a feasibility checker) the experience model can complete.
 
-    503 when no LLM backend is configured; 429 when the team's task quota is full; 200 with an
-    empty ``created`` and a ``message`` when no task has a score above 0.
+    503 when no LLM backend is configured; 502 when the experience model fails the feasibility
+    check; 429 when the team's task quota is full; 200 with an empty ``created`` and a
+    ``message`` when no task has a score above 0.
     """
-    return generator.generate(body, team=team)
+    return generator.generate(body, team=team, api_key=caller_api_key(request))

@@ -58,12 +58,20 @@ def list_tasks(
     split: Split | None = None,
     origin: TaskOrigin | None = None,
     environment: Annotated[str | None, Query(min_length=1)] = None,
+    parent_task_id: Annotated[str | None, Query(min_length=1)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> TaskListResponse:
-    """A page of tasks in creation order; ``count`` counts every matching task."""
+    """A page of tasks in creation order (``parent_task_id``: the variations of that task);
+    ``count`` counts every matching task."""
     return curriculum.list_tasks(
-        team=team, split=split, origin=origin, environment=environment, limit=limit, offset=offset
+        team=team,
+        split=split,
+        origin=origin,
+        environment=environment,
+        limit=limit,
+        offset=offset,
+        parent_task_id=parent_task_id,
     )
 
 
