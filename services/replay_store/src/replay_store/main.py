@@ -9,8 +9,9 @@
 5. opens the key registry when ``REPLAY_STORE_AUTH_ENABLED`` (:mod:`dreamgym.server.auth`).
 
 Routes: ``/v1/trajectories``, ``/v1/retrieve``, ``/v1/transitions``, ``/v1/transitions:sample``,
-``/v1/transitions:update-priorities``, ``/v1/trajectories:update-priorities``, ``/v1/stats`` — all scoped to the caller's team (API key; 401 without a valid one when
-authentication is enabled) — plus ``/healthz`` and ``/readyz`` (database reachable, embedder
+``/v1/transitions:update-priorities``, ``/v1/trajectories:update-priorities``, ``/v1/stats``
+— all scoped to the caller's team (API key; 401 without a valid one when authentication is
+enabled) — plus ``/healthz`` and ``/readyz`` (database reachable, embedder
 loaded, key registry reachable), which need no key.
 """
 
