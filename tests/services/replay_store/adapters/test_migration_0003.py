@@ -33,9 +33,11 @@ def test_0003_up_down_up_and_backfills_priority(fresh_database):
                 )
             ).one()
             assert tuple(priorities) == (1.0, 1.0)
-            with pytest.raises(Exception, match="ck_transitions_priority_positive"):
-                with conn.begin_nested():
-                    conn.execute(text("UPDATE transitions SET priority = 0"))
+            with (
+                pytest.raises(Exception, match="ck_transitions_priority_positive"),
+                conn.begin_nested(),
+            ):
+                conn.execute(text("UPDATE transitions SET priority = 0"))
 
         _migrate(engine, "0002", down=True)
         tables = set(inspect(engine).get_table_names())
