@@ -27,6 +27,7 @@ Endpoints (all JSON, errors in the :class:`dreamgym.errors.ErrorResponse` envelo
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import Field
 
@@ -119,11 +120,16 @@ class IngestResult(WireModel):
         trajectory_ids: for each input trajectory, in order, the id it is stored under (the
             client's ``trajectory_id``, the content-derived ``"traj-<sha256>"``, or — for content
             already stored under another id — that existing id).
+        evicted_trajectories: trajectories the retention policy removed to make room
+            (``REPLAY_STORE_MAX_TRAJECTORIES``), in the same transaction as the insert.
+        evicted_transitions: their transitions (removed with them).
     """
 
     inserted: int = Field(ge=0)
     duplicates: int = Field(ge=0)
     trajectory_ids: list[str]
+    evicted_trajectories: int = Field(default=0, ge=0)
+    evicted_transitions: int = Field(default=0, ge=0)
 
 
 class TransitionRecord(Transition):
@@ -183,15 +189,22 @@ class TransitionSampleRequest(WireModel):
     """Body of ``POST /v1/transitions:sample``.
 
     Attributes:
-        n: transitions to draw uniformly without replacement (fewer when the filtered table
-            holds fewer).
+        n: transitions to draw without replacement (fewer when the filtered table holds fewer).
         filters: restrict the table sampled from.
         seed: seeds the sampler; the same seed over the same table gives the same sample.
+        strategy: ``uniform`` (P = 1/N), ``prioritized`` (P(i) = p_i^α / Σ p_k^α over the
+            transitions' ``priority``) or ``recency`` (P(i) ∝ 2^(-age_i / half_life), age_i the
+            number of matching transitions stored after i).
+        alpha: α of ``prioritized`` (0: uniform).
+        half_life: half-life of ``recency``, in transitions.
     """
 
     n: int = Field(ge=1, le=MAX_SAMPLE_SIZE)
     filters: RetrievalFilters = Field(default_factory=RetrievalFilters)
     seed: int | None = Field(default=None, ge=0)
+    strategy: Literal["uniform", "prioritized", "recency"] = "uniform"
+    alpha: float = Field(default=1.0, ge=0.0, le=100.0)
+    half_life: float = Field(default=1000.0, gt=0.0)
 
 
 class TransitionSampleResponse(WireModel):
@@ -199,8 +212,8 @@ class TransitionSampleResponse(WireModel):
 
     Attributes:
         transitions: the sample, in draw order.
-        probabilities: per transition, the probability of drawing it on one uniform draw
-            (``1 / table_size``).
+        probabilities: per transition, the probability P(i) that one draw of the strategy picks
+            it (``1 / table_size`` for ``uniform``).
         table_size: N, the number of transitions that matched the filters.
     """
 
@@ -256,6 +269,8 @@ class ReplayStats(WireModel):
         by_environment: trajectory count per environment.
         by_policy: trajectory count per policy.
         success_rate_by_policy: fraction of successful trajectories per policy, in [0, 1].
+        evicted_trajectories: trajectories removed by the retention policy so far.
+        evicted_transitions: transitions removed with them.
     """
 
     trajectories: int
@@ -310,3 +325,5 @@ class TransitionReasoningResponse(WireModel):
 
     updated: int = Field(ge=0)
     unchanged: int = Field(ge=0)
+    evicted_trajectories: int = 0
+    evicted_transitions: int = 0

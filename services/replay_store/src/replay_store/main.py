@@ -9,8 +9,9 @@
 5. opens the key registry when ``REPLAY_STORE_AUTH_ENABLED`` (:mod:`dreamgym.server.auth`).
 
 Routes: ``/v1/trajectories``, ``/v1/retrieve``, ``/v1/transitions``, ``/v1/transitions:sample``,
-``/v1/stats`` — all scoped to the caller's team (API key; 401 without a valid one when
-authentication is enabled) — plus ``/healthz`` and ``/readyz`` (database reachable, embedder
+``/v1/transitions:update-priorities``, ``/v1/trajectories:update-priorities``, ``/v1/stats``
+— all scoped to the caller's team (API key; 401 without a valid one when authentication is
+enabled) — plus ``/healthz`` and ``/readyz`` (database reachable, embedder
 loaded, key registry reachable), which need no key.
 """
 
@@ -28,9 +29,11 @@ from dreamgym.server import configure_logging, health_router, install_error_hand
 from dreamgym.server.auth import auth_readiness, require_team, team_auth
 from replay_store import __version__
 from replay_store.adapters.embeddings import build_embedder
+from replay_store.adapters.idempotency import PostgresIdempotencyStore
 from replay_store.adapters.migrate import upgrade_database
 from replay_store.adapters.postgres import PostgresReplayRepository
-from replay_store.api.routes import retrieval, stats, trajectories, transitions
+from replay_store.api.routes import priorities, retrieval, stats, trajectories, transitions
+from replay_store.domain.retention import RetentionPolicy
 from replay_store.domain.service import ReplayService
 from replay_store.settings import Settings, get_settings
 
@@ -88,6 +91,9 @@ def _build_service(settings: Settings) -> tuple[ReplayService, PostgresReplayRep
         max_batch_trajectories=settings.max_batch_trajectories,
         max_trajectories_per_team=settings.max_trajectories_per_team,
         quota_retry_after_s=settings.quota_retry_after_s,
+        retention=None
+        if settings.max_trajectories is None
+        else RetentionPolicy(settings.max_trajectories, settings.eviction_policy),
     )
     return service, repository
 
@@ -100,6 +106,9 @@ def _lifespan(settings: Settings) -> Callable[[FastAPI], AbstractAsyncContextMan
         app.state.settings = settings
         app.state.replay = service
         app.state.repository = repository
+        app.state.idempotency = PostgresIdempotencyStore(
+            repository.engine, ttl_s=settings.idempotency_ttl_s
+        )
         logger.info(
             "replay store ready",
             extra={"embedding_model": settings.embedding_model, "dim": service.embedder.dim},
@@ -147,6 +156,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     checks = {"database": _database_ready, "embedder": _embedder_ready, "auth": auth_readiness}
     app.include_router(health_router(SERVICE_NAME, __version__, checks))
-    for module in (trajectories, retrieval, transitions, stats):
+    for module in (trajectories, retrieval, transitions, priorities, stats):
         app.include_router(module.router, prefix="/v1", dependencies=[Depends(require_team)])
     return app

@@ -37,6 +37,11 @@ class Settings(AuthSettings):
         max_trajectories_per_team: most trajectories one team may store; an ingest that would
             exceed it is a 429 (unset: unlimited).
         quota_retry_after_s: ``Retry-After`` (seconds) of that 429.
+        max_trajectories: retention: most trajectories one team's table keeps; an ingest evicts
+            stored ones (with their transitions) beyond it, atomically (unset: keep everything).
+        eviction_policy: ``fifo`` (oldest first) or ``priority`` (lowest trajectory priority
+            first, ties oldest first).
+        idempotency_ttl_s: how long (seconds) a write's ``Idempotency-Key`` and response are kept.
     """
 
     model_config = SettingsConfigDict(env_prefix="REPLAY_STORE_", env_file=".env", extra="ignore")
@@ -63,6 +68,11 @@ class Settings(AuthSettings):
     # -- per-team quotas ----------------------------------------------------------------------
     max_trajectories_per_team: int | None = Field(default=None, ge=1)
     quota_retry_after_s: float = Field(default=60.0, gt=0.0, le=86_400.0)
+
+    # -- retention and idempotency ------------------------------------------------------------
+    max_trajectories: int | None = Field(default=None, ge=1)
+    eviction_policy: Literal["fifo", "priority"] = "fifo"
+    idempotency_ttl_s: float = Field(default=86_400.0, gt=0.0, le=30 * 86_400.0)
 
     @model_validator(mode="after")
     def _check_embedding_dim(self) -> Settings:

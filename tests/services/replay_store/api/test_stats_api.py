@@ -26,6 +26,8 @@ def test_stats_counts_by_source_environment_policy_and_success_rate(
         "by_environment": {"twx-coin": 3, "e2": 1},
         "by_policy": {"expert": 1, "random": 2, "agent": 1},
         "success_rate_by_policy": {"expert": 1.0, "random": 0.5, "agent": 1.0},
+        "evicted_trajectories": 0,
+        "evicted_transitions": 0,
     }
 
 

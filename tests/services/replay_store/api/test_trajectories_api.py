@@ -44,7 +44,13 @@ def test_ingest_same_content_under_new_id_is_duplicate_of_stored_id(client, make
 
     response = client.post("/v1/trajectories", json=_body(make_trajectory(trajectory_id="ep-2")))
 
-    assert response.json() == {"inserted": 0, "duplicates": 1, "trajectory_ids": ["ep-1"]}
+    assert response.json() == {
+        "inserted": 0,
+        "duplicates": 1,
+        "trajectory_ids": ["ep-1"],
+        "evicted_trajectories": 0,
+        "evicted_transitions": 0,
+    }
     assert _stored_counts(client) == (1, 2)
 
 

@@ -65,7 +65,8 @@ class FakeRepository:
         embeddings: np.ndarray,
         *,
         max_trajectories: int | None = None,
-    ) -> None:
+        retention: object = None,
+    ) -> tuple[int, int]:
         self.inserts += 1
         if self.race_with is not None:
             self.rows[(TEAM, self.race_with.trajectory_id)] = self.race_with.content_hash
@@ -83,6 +84,7 @@ class FakeRepository:
             self.embeddings[(team, p.trajectory_id)] = embeddings[offset : offset + steps]
             offset += steps
         assert offset == embeddings.shape[0]
+        return 0, 0
 
     def get_trajectory(self, team: str, trajectory_id: str):
         return None

@@ -32,7 +32,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-__all__ = ["Base", "TrajectoryRow", "TransitionRow"]
+__all__ = ["Base", "EvictionCountRow", "IdempotencyKeyRow", "TrajectoryRow", "TransitionRow"]
 
 
 class Base(DeclarativeBase):
@@ -60,6 +60,7 @@ class TrajectoryRow(Base):
     episode_return: Mapped[float] = mapped_column(Double)
     success: Mapped[bool] = mapped_column(Boolean)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    priority: Mapped[float] = mapped_column(Double, server_default="1.0")  # eviction (0003)
 
     transitions: Mapped[list[TransitionRow]] = relationship(
         back_populates="trajectory", order_by="TransitionRow.step", passive_deletes=True
@@ -98,5 +99,30 @@ class TransitionRow(Base):
     split: Mapped[str | None] = mapped_column(Text)
     policy: Mapped[str] = mapped_column(Text)
     embedding: Mapped[Any] = mapped_column(Vector(), deferred=True)  # never loaded by reads
+    priority: Mapped[float] = mapped_column(Double, server_default="1.0")  # sampling (0003)
 
     trajectory: Mapped[TrajectoryRow] = relationship(back_populates="transitions")
+
+
+class EvictionCountRow(Base):
+    """Trajectories and transitions evicted so far by the retention policy, per team (0003)."""
+
+    __tablename__ = "replay_evictions"
+
+    team: Mapped[str] = mapped_column(Text, primary_key=True)
+    trajectories: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    transitions: Mapped[int] = mapped_column(BigInteger, server_default="0")
+
+
+class IdempotencyKeyRow(Base):
+    """A write sent with an ``Idempotency-Key``: its fingerprint and stored response (0003)."""
+
+    __tablename__ = "idempotency_keys"
+
+    team: Mapped[str] = mapped_column(Text, primary_key=True)
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(Text)
+    status_code: Mapped[int | None] = mapped_column(Integer)
+    response: Mapped[Any] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

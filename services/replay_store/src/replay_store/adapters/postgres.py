@@ -20,10 +20,24 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
-from sqlalchemy import Engine, Integer, Select, func, insert, or_, select, text, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Integer,
+    Select,
+    bindparam,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 from sqlalchemy.orm import QueryableAttribute, Session, selectinload
 from sqlalchemy.sql.elements import ColumnElement
@@ -38,7 +52,7 @@ from dreamgym.replay_types import (
     TransitionRecord,
 )
 from dreamgym.types import Trajectory
-from replay_store.adapters.orm import TrajectoryRow, TransitionRow
+from replay_store.adapters.orm import EvictionCountRow, TrajectoryRow, TransitionRow
 from replay_store.adapters.rows import (
     record_fields,
     to_trajectory,
@@ -48,6 +62,7 @@ from replay_store.adapters.rows import (
 from replay_store.domain.annotations import ReasoningPlan, plan_reasoning_updates
 from replay_store.domain.keys import PreparedTrajectory
 from replay_store.domain.ports import QuotaReachedError, StoreRaceError, TrajectoryFilters
+from replay_store.domain.retention import RetentionPolicy, eviction_count
 
 __all__ = ["PostgresReplayRepository"]
 
@@ -145,8 +160,12 @@ class PostgresReplayRepository:
         embeddings: np.ndarray,
         *,
         max_trajectories: int | None = None,
-    ) -> None:
+        retention: RetentionPolicy | None = None,
+    ) -> tuple[int, int]:
         """Store trajectories and their transitions for ``team`` in one transaction.
+
+        Bulk ingest is two Core ``executemany`` inserts (psycopg 3 batches them: pipeline mode),
+        one for the trajectories and one for all their transitions.
 
         Args:
             team: owner of the new rows.
@@ -154,6 +173,12 @@ class PostgresReplayRepository:
             embeddings: (total transitions, D) float32, trajectory-then-step order.
             max_trajectories: the team's quota; checked under a per-team lock, so concurrent
                 ingests of one team cannot overshoot it together. ``None``: no quota.
+            retention: the team's table size and eviction order; victims (stored before this
+                ingest) are deleted with their transitions in the same transaction, under the
+                same lock. ``None``: keep everything.
+
+        Returns:
+            ``(evicted trajectories, evicted transitions)``.
 
         Raises:
             StoreRaceError: a concurrent writer stored one of the ids or content hashes first;
@@ -166,7 +191,7 @@ class PostgresReplayRepository:
         if embeddings.shape[0] != total:
             raise ValueError(f"expected {total} embedding rows, got {embeddings.shape[0]}")
         if not trajectories:
-            return
+            return 0, 0
         transition_rows = [
             row
             for p in trajectories
@@ -179,13 +204,23 @@ class PostgresReplayRepository:
             # Core executemany: every row binds the same columns (ORM bulk inserts split the batch
             # wherever a nullable value switches between None and not-None).
             with self.engine.begin() as conn:
-                if max_trajectories is not None:
+                evicted = (0, 0)
+                if max_trajectories is not None or retention is not None:
                     conn.execute(_TEAM_LOCK_SQL, {"team": team})
                     stored = int(conn.execute(count).scalar_one())
-                    if stored + len(trajectories) > max_trajectories:
+                    if (
+                        max_trajectories is not None
+                        and stored + len(trajectories) > max_trajectories
+                    ):
                         raise QuotaReachedError(stored)
+                    if retention is not None:
+                        excess = eviction_count(
+                            stored, len(trajectories), retention.max_trajectories
+                        )
+                        evicted = _evict(conn, team, excess, retention)
                 conn.execute(insert(TrajectoryRow), [trajectory_row(p, team) for p in trajectories])
                 conn.execute(insert(TransitionRow), transition_rows)
+            return evicted
         except IntegrityError as exc:
             if getattr(exc.orig, "sqlstate", None) != _UNIQUE_VIOLATION:
                 raise
@@ -330,6 +365,57 @@ class PostgresReplayRepository:
                 )
             return plan
 
+    def sampling_table(self, team: str, filters: RetrievalFilters) -> tuple[list[int], list[float]]:
+        """Ids (ascending, i.e. oldest first) and priorities of ``team``'s matching transitions."""
+        stmt = (
+            select(TransitionRow.id, TransitionRow.priority)
+            .where(*_transition_conditions(team, filters))
+            .order_by(TransitionRow.id)
+        )
+        with Session(self.engine) as session:
+            rows = session.execute(stmt).tuples().all()
+        return [int(i) for i, _ in rows], [float(p) for _, p in rows]
+
+    @_translate_db_errors
+    def update_transition_priorities(self, team: str, priorities: dict[int, float]) -> list[int]:
+        """Set priorities of ``team``'s transitions, all or nothing.
+
+        Returns:
+            Ids ``team`` does not store (nothing was written when non-empty), ascending.
+        """
+        return self._update_priorities(team, TransitionRow, TransitionRow.id, priorities)
+
+    @_translate_db_errors
+    def update_trajectory_priorities(self, team: str, priorities: dict[str, float]) -> list[str]:
+        """Set eviction priorities of ``team``'s trajectories, all or nothing.
+
+        Returns:
+            Ids ``team`` does not store (nothing was written when non-empty), sorted.
+        """
+        return self._update_priorities(team, TrajectoryRow, TrajectoryRow.trajectory_id, priorities)
+
+    def _update_priorities(
+        self,
+        team: str,
+        table: type[TransitionRow] | type[TrajectoryRow],
+        key: Any,
+        priorities: dict[Any, float],
+    ) -> list[Any]:
+        with self.engine.begin() as conn:
+            found = set(
+                conn.execute(
+                    select(key).where(table.team == team, key.in_(list(priorities)))
+                ).scalars()
+            )
+            missing = sorted(set(priorities) - found)
+            if missing:
+                return missing
+            conn.execute(
+                update(table).where(table.team == team, key == bindparam("k")),
+                [{"k": k, "priority": p} for k, p in priorities.items()],
+            )
+        return []
+
     # -- stats --------------------------------------------------------------------------------
     @_translate_db_errors
     def stats(self, team: str) -> ReplayStats:
@@ -351,6 +437,11 @@ class PostgresReplayRepository:
                 .where(own_trajectories)
                 .group_by(TrajectoryRow.policy)
             ).all()
+            evicted = session.execute(
+                select(EvictionCountRow.trajectories, EvictionCountRow.transitions).where(
+                    EvictionCountRow.team == team
+                )
+            ).one_or_none()
             return ReplayStats(
                 trajectories=trajectories.scalar_one(),
                 transitions=transitions.scalar_one(),
@@ -358,10 +449,62 @@ class PostgresReplayRepository:
                 by_environment=_count_by(session, team, TrajectoryRow.environment),
                 by_policy={policy: n for policy, n, _ in by_policy},
                 success_rate_by_policy={policy: float(rate) for policy, _, rate in by_policy},
+                evicted_trajectories=int(evicted[0]) if evicted else 0,
+                evicted_transitions=int(evicted[1]) if evicted else 0,
             )
 
 
 # -- query helpers ----------------------------------------------------------------------------
+def _evict(conn: Connection, team: str, excess: int, retention: RetentionPolicy) -> tuple[int, int]:
+    """Delete ``excess`` of ``team``'s trajectories (and their transitions) in policy order.
+
+    Runs inside the ingest transaction, under the team's lock. Returns the numbers deleted.
+    """
+    if excess <= 0:
+        return 0, 0
+    order = [TrajectoryRow.created_at, TrajectoryRow.trajectory_id]
+    if retention.policy == "priority":
+        order.insert(0, TrajectoryRow.priority)
+    victims = list(
+        conn.execute(
+            select(TrajectoryRow.trajectory_id)
+            .where(TrajectoryRow.team == team)
+            .order_by(*order)
+            .limit(excess)
+        ).scalars()
+    )
+    transitions = conn.execute(
+        delete(TransitionRow).where(
+            TransitionRow.team == team, TransitionRow.trajectory_id.in_(victims)
+        )
+    ).rowcount
+    trajectories = conn.execute(
+        delete(TrajectoryRow).where(
+            TrajectoryRow.team == team, TrajectoryRow.trajectory_id.in_(victims)
+        )
+    ).rowcount
+    upsert = pg_insert(EvictionCountRow).values(
+        team=team, trajectories=trajectories, transitions=transitions
+    )
+    conn.execute(
+        upsert.on_conflict_do_update(
+            index_elements=[EvictionCountRow.team],
+            set_={
+                "trajectories": EvictionCountRow.trajectories + upsert.excluded.trajectories,
+                "transitions": EvictionCountRow.transitions + upsert.excluded.transitions,
+            },
+        )
+    )
+    logger.info(
+        "evicted %d trajectories (%d transitions) of team %s by %s",
+        trajectories,
+        transitions,
+        team,
+        retention.policy,
+    )
+    return trajectories, transitions
+
+
 def _transition_conditions(team: str, filters: RetrievalFilters) -> list[ColumnElement[bool]]:
     conditions: list[ColumnElement[bool]] = [TransitionRow.team == team]
     if filters.environment is not None:

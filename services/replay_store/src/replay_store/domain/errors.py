@@ -5,7 +5,10 @@ from __future__ import annotations
 from dreamgym.errors import ConflictError, InvalidRequestError, NotFoundError, QuotaExceededError
 
 __all__ = [
+    "IdempotencyKeyInUseError",
+    "IdempotencyKeyReusedError",
     "LimitExceededError",
+    "PriorityTargetNotFoundError",
     "TrajectoryConflictError",
     "TrajectoryNotFoundError",
     "TrajectoryQuotaExceededError",
@@ -77,3 +80,42 @@ class TrajectoryQuotaExceededError(QuotaExceededError):
         self.stored = stored
         self.adding = adding
         self.quota = quota
+
+
+class PriorityTargetNotFoundError(NotFoundError):
+    """A priority update names ids the team does not store (404); nothing was updated."""
+
+    error_type = "priority_target_not_found"
+
+    def __init__(self, kind: str, missing: list[str]) -> None:
+        shown = ", ".join(f"'{m}'" for m in missing[:5]) + (" ..." if len(missing) > 5 else "")
+        super().__init__(
+            f"{len(missing)} {kind} id(s) do not exist: {shown}; no priority was updated",
+            param="body.priorities",
+        )
+        self.missing = missing
+
+
+class IdempotencyKeyReusedError(InvalidRequestError):
+    """An ``Idempotency-Key`` was sent again with a different request (422)."""
+
+    error_type = "idempotency_key_reused"
+
+    def __init__(self, key: str) -> None:
+        super().__init__(
+            f"Idempotency-Key '{key}' was already used with a different request body or path; "
+            "use a new key for a new request",
+            param="header.Idempotency-Key",
+        )
+
+
+class IdempotencyKeyInUseError(ConflictError):
+    """The first request with this ``Idempotency-Key`` is still running (409); retry later."""
+
+    error_type = "idempotency_key_in_use"
+
+    def __init__(self, key: str) -> None:
+        super().__init__(
+            f"a request with Idempotency-Key '{key}' is still in progress; retry later",
+            param="header.Idempotency-Key",
+        )

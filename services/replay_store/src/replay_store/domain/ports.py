@@ -21,6 +21,7 @@ from dreamgym.replay_types import (
 from dreamgym.types import Trajectory
 from replay_store.domain.annotations import ReasoningPlan
 from replay_store.domain.keys import PreparedTrajectory
+from replay_store.domain.retention import RetentionPolicy
 
 __all__ = [
     "Embedder",
@@ -97,7 +98,8 @@ class ReplayRepository(Protocol):
         embeddings: np.ndarray,
         *,
         max_trajectories: int | None = None,
-    ) -> None:
+        retention: RetentionPolicy | None = None,
+    ) -> tuple[int, int]:
         """Store all trajectories and their transitions for ``team`` in one transaction.
 
         Args:
@@ -105,6 +107,11 @@ class ReplayRepository(Protocol):
             trajectories: new trajectories.
             embeddings: (total transitions, D) float32, in trajectory then step order.
             max_trajectories: the team's quota (checked atomically with the insert), or ``None``.
+            retention: evict the team's stored trajectories (with their transitions) beyond
+                ``retention.max_trajectories`` in the same transaction, or ``None``.
+
+        Returns:
+            ``(evicted trajectories, evicted transitions)``.
 
         Raises:
             StoreRaceError: an id or content hash was stored concurrently; nothing was written.
@@ -133,6 +140,18 @@ class ReplayRepository(Protocol):
 
     def transition_ids(self, team: str, filters: RetrievalFilters) -> list[int]:
         """Ids of all of ``team``'s transitions matching ``filters``, ascending."""
+        ...
+
+    def sampling_table(self, team: str, filters: RetrievalFilters) -> tuple[list[int], list[float]]:
+        """Ids (ascending: oldest first) and priorities of ``team``'s matching transitions."""
+        ...
+
+    def update_transition_priorities(self, team: str, priorities: dict[int, float]) -> list[int]:
+        """Set transition priorities all or nothing; returns ids ``team`` lacks (then no write)."""
+        ...
+
+    def update_trajectory_priorities(self, team: str, priorities: dict[str, float]) -> list[str]:
+        """Set trajectory priorities all or nothing; returns ids ``team`` lacks (then no write)."""
         ...
 
     def transitions_by_ids(self, team: str, ids: Sequence[int]) -> list[TransitionRecord]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -30,6 +31,7 @@ from dreamgym.types import Trajectory
 from replay_store.domain.annotations import distinct_reasoning_updates
 from replay_store.domain.errors import (
     LimitExceededError,
+    PriorityTargetNotFoundError,
     TrajectoryNotFoundError,
     TrajectoryQuotaExceededError,
     TransitionNotFoundError,
@@ -43,13 +45,21 @@ from replay_store.domain.ports import (
     StoreRaceError,
     TrajectoryFilters,
 )
-from replay_store.domain.sampling import uniform_sample_indices
+from replay_store.domain.retention import RetentionPolicy
+from replay_store.domain.sampling import (
+    prioritized_probabilities,
+    recency_probabilities,
+    uniform_sample_indices,
+    weighted_sample_indices,
+)
 
 __all__ = ["ReplayService", "check_trajectory_quota"]
 
 logger = logging.getLogger(__name__)
 
 _INGEST_ATTEMPTS = 3
+
+SamplingStrategy = Literal["uniform", "prioritized", "recency"]
 
 
 def check_trajectory_quota(
@@ -80,6 +90,7 @@ class ReplayService:
         max_k: largest ``k`` for retrieval.
         max_batch_trajectories: most trajectories per ingest.
         max_trajectories_per_team: a team's storage quota (``None``: unlimited).
+        retention: per-team table size and eviction order (``None``: keep everything).
         quota_retry_after_s: ``Retry-After`` of the 429 when the quota is reached.
 
     >>> service = ReplayService(repository, HashEmbedder(384))  # doctest: +SKIP
@@ -96,6 +107,7 @@ class ReplayService:
         max_batch_trajectories: int = 1000,
         max_trajectories_per_team: int | None = None,
         quota_retry_after_s: float = 60.0,
+        retention: RetentionPolicy | None = None,
     ) -> None:
         self.repository = repository
         self.embedder = embedder
@@ -103,6 +115,7 @@ class ReplayService:
         self.max_batch_trajectories = max_batch_trajectories
         self.max_trajectories_per_team = max_trajectories_per_team
         self.quota_retry_after_s = quota_retry_after_s
+        self.retention = retention
 
     # -- writes -------------------------------------------------------------------------------
     def ingest(self, trajectories: Sequence[Trajectory], *, team: str) -> IngestResult:
@@ -119,10 +132,15 @@ class ReplayService:
             TrajectoryConflictError: an id is stored or repeated with different content.
             TrajectoryQuotaExceededError: the new trajectories would exceed the team's quota
                 (checked before embedding and again atomically with the insert).
+            LimitExceededError: with a retention policy, a batch larger than the table size.
         """
         if len(trajectories) > self.max_batch_trajectories:
             raise LimitExceededError(
                 "body.trajectories", len(trajectories), self.max_batch_trajectories
+            )
+        if self.retention is not None and len(trajectories) > self.retention.max_trajectories:
+            raise LimitExceededError(
+                "body.trajectories", len(trajectories), self.retention.max_trajectories
             )
         batch = plan_batch(trajectories)
         cache: dict[str, np.ndarray] = {}
@@ -138,7 +156,9 @@ class ReplayService:
                 self._check_quota(team, self.repository.count_trajectories(team), len(plan.new))
             try:
                 embeddings = self._embed_trajectories(plan.new, cache)
-                self.repository.insert(team, plan.new, embeddings, max_trajectories=quota)
+                evicted = self.repository.insert(
+                    team, plan.new, embeddings, max_trajectories=quota, retention=self.retention
+                )
                 break
             except QuotaReachedError as exc:  # a concurrent ingest of the team got there first
                 assert quota is not None  # the repository only enforces a quota it was given
@@ -151,7 +171,11 @@ class ReplayService:
                 logger.info("ingest raced a concurrent writer; re-planning (attempt %d)", attempt)
         ids = [plan.stored_ids[j] for j in batch.refs]
         return IngestResult(
-            inserted=len(plan.new), duplicates=len(ids) - len(plan.new), trajectory_ids=ids
+            inserted=len(plan.new),
+            duplicates=len(ids) - len(plan.new),
+            trajectory_ids=ids,
+            evicted_trajectories=evicted[0],
+            evicted_transitions=evicted[1],
         )
 
     def _check_quota(self, team: str, stored: int, adding: int) -> None:
@@ -200,21 +224,63 @@ class ReplayService:
         return self.repository.nearest(team, vectors, k, filters)
 
     def sample(
-        self, n: int, filters: RetrievalFilters, seed: int | None = None, *, team: str
+        self,
+        n: int,
+        filters: RetrievalFilters,
+        seed: int | None = None,
+        *,
+        team: str,
+        strategy: SamplingStrategy = "uniform",
+        alpha: float = 1.0,
+        half_life: float = 1000.0,
     ) -> TransitionSampleResponse:
-        """Uniform sample of ``min(n, N)`` of ``team``'s N transitions, in draw order.
+        """Sample ``min(n, N)`` distinct transitions of ``team``'s N matching ones, in draw order.
 
+        ``uniform``: P = 1/N. ``prioritized``: P(i) = p_i^α / Σ p_k^α over the transitions'
+        priorities. ``recency``: P(i) ∝ 2^(-age_i / half_life), age_i = matching transitions
+        stored after i. Each result carries its P(i) (the probability one draw picks it).
         Deterministic for a given ``seed`` while the team's filtered table is unchanged.
         """
-        ids = self.repository.transition_ids(team, filters)
-        drawn = [ids[i] for i in uniform_sample_indices(len(ids), n, seed)]
-        transitions = self.repository.transitions_by_ids(team, drawn)
-        probability = 1.0 / len(ids) if ids else 0.0
+        if strategy == "uniform":
+            ids = self.repository.transition_ids(team, filters)
+            indices = uniform_sample_indices(len(ids), n, seed)
+            probabilities = np.full(len(ids), 1.0 / len(ids) if ids else 0.0)
+        else:
+            ids, priorities = self.repository.sampling_table(team, filters)
+            if strategy == "prioritized":
+                probabilities = prioritized_probabilities(priorities, alpha)
+            else:
+                probabilities = recency_probabilities(len(ids), half_life)
+            indices = weighted_sample_indices(probabilities, n, seed)
+        transitions = self.repository.transitions_by_ids(team, [ids[i] for i in indices])
+        probability_of = {ids[i]: float(probabilities[i]) for i in indices}
         return TransitionSampleResponse(
             transitions=transitions,
-            probabilities=[probability] * len(transitions),
+            probabilities=[probability_of[t.id] for t in transitions],
             table_size=len(ids),
         )
+
+    def update_transition_priorities(self, priorities: dict[int, float], *, team: str) -> int:
+        """Set sampling priorities of ``team``'s transitions (all or nothing); returns the count.
+
+        Raises:
+            PriorityTargetNotFoundError: an id is not one of ``team``'s transitions (404).
+        """
+        missing = self.repository.update_transition_priorities(team, priorities)
+        if missing:
+            raise PriorityTargetNotFoundError("transition", [str(m) for m in missing])
+        return len(priorities)
+
+    def update_trajectory_priorities(self, priorities: dict[str, float], *, team: str) -> int:
+        """Set eviction priorities of ``team``'s trajectories (all or nothing); returns the count.
+
+        Raises:
+            PriorityTargetNotFoundError: an id is not one of ``team``'s trajectories (404).
+        """
+        missing = self.repository.update_trajectory_priorities(team, priorities)
+        if missing:
+            raise PriorityTargetNotFoundError("trajectory", missing)
+        return len(priorities)
 
     def page_transitions(
         self, filters: RetrievalFilters, after_id: int | None, limit: int, *, team: str

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query
 
 from dreamgym.server.auth import TeamDep
 from replay_store.api.deps import ReplayServiceDep
+from replay_store.api.idempotency import IdempotencyDep
 from replay_store.domain.ports import TrajectoryFilters
 from replay_store.schemas import (
     DataSource,
@@ -31,14 +32,17 @@ _ERRORS: dict[int | str, dict[str, object]] = {
 
 @router.post("/trajectories", response_model=IngestResult, responses=_ERRORS)
 def ingest_trajectories(
-    body: TrajectoryIngestRequest, replay: ReplayServiceDep, team: TeamDep
+    body: TrajectoryIngestRequest, replay: ReplayServiceDep, team: TeamDep, idem: IdempotencyDep
 ) -> IngestResult:
     """Store trajectories for the caller's team; re-sending one is a duplicate, not a copy.
 
     The batch is one transaction: a malformed trajectory (422), an id the team already stores
-    with other content (409) or a batch over the team's quota (429) stores nothing.
+    with other content (409) or a batch over the team's quota (429) stores nothing. With
+    ``REPLAY_STORE_MAX_TRAJECTORIES`` the oldest (``fifo``) or lowest-priority (``priority``)
+    stored trajectories are evicted with their transitions in the same transaction. An
+    ``Idempotency-Key`` header makes a repeat return the first response without a second write.
     """
-    return replay.ingest(body.trajectories, team=team)
+    return idem.run(body, lambda: replay.ingest(body.trajectories, team=team), IngestResult)
 
 
 @router.get(

@@ -39,8 +39,16 @@ router = APIRouter(tags=["transitions"])
 def sample_transitions(
     body: TransitionSampleRequest, replay: ReplayServiceDep, team: TeamDep
 ) -> TransitionSampleResponse:
-    """Draw ``n`` of the team's transitions uniformly without replacement (seeded)."""
-    return replay.sample(body.n, body.filters, seed=body.seed, team=team)
+    """Draw ``n`` distinct transitions (uniform, prioritized or recency; seeded) with P(i)."""
+    return replay.sample(
+        body.n,
+        body.filters,
+        seed=body.seed,
+        team=team,
+        strategy=body.strategy,
+        alpha=body.alpha,
+        half_life=body.half_life,
+    )
 
 
 @router.get(
