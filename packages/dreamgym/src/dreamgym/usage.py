@@ -20,9 +20,10 @@ from __future__ import annotations
 import resource
 import sys
 import time
+from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["UsageMeter", "cpu_seconds"]
+__all__ = ["UsageMeter", "cpu_seconds", "processes_cpu_seconds"]
 
 
 def cpu_seconds() -> float:
@@ -46,6 +47,25 @@ def cpu_seconds() -> float:
         except psutil.Error:  # exited between listing and reading: its parent will count it
             continue
         total += t.user + t.system + t.children_user + t.children_system
+    return float(total)
+
+
+def processes_cpu_seconds(pids: Iterable[int]) -> float:
+    """User + system CPU seconds of the given processes themselves (children excluded).
+
+    Used to attribute the work services do for a job (e.g. the experience model serving
+    imagined steps) without counting job processes a service may have spawned. A process that
+    is gone counts 0.
+    """
+    import psutil  # noqa: PLC0415
+
+    total = 0.0
+    for pid in pids:
+        try:
+            t = psutil.Process(pid).cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system
     return float(total)
 
 
