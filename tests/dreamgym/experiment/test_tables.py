@@ -190,8 +190,22 @@ def test_markdown_report_has_both_tables_claims_and_n_a_reasons():
     assert "### Table 1 — methods" in md and "### Table 2 — ablations" in md
     assert "| GRPO (real env) | 50.0 [33.2, 66.8] (±20.0) | 38–40 |" in md
     assert "| w/o experience reasoning | n/a | – |" in md
-    assert "- w/o experience reasoning on twx-coin: no reasoning traces stored" in md
+    assert "- w/o experience reasoning on twx-coin (n/a): no reasoning traces stored" in md
     assert "| DreamGym (GRPO) | s0: 40.0, s1: 40.0, s2: 40.0 |" in md
     assert "DreamGym (GRPO, 0 real) within the CI of GRPO (real env) — **holds**" in md
     assert "36 real trajectories / 200 real steps" in md and "- a note" in md
     assert "(success_vs_real_twx-coin.png)" in md
+
+
+def test_markdown_report_marks_failed_rows_with_their_error():
+    cells = {
+        "real_grpo": {"status": "failed", "reason": "seed 1: job grpo failed: boom"},
+        "dreamgym": cell((4, 10, 0)),
+        "no_reasoning": na_cell("no traces"),
+    }
+
+    md = markdown_report(result_with(cells))
+
+    assert "| GRPO (real env) | failed | – |" in md
+    assert "- GRPO (real env) on twx-coin (failed): seed 1: job grpo failed: boom" in md
+    assert "within the CI of GRPO (real env)" not in md  # no claim without the real row

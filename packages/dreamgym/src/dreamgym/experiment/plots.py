@@ -100,6 +100,7 @@ def plot_training_curves(
                 [sum(s[x] for s in series) / len(series) for x in common],
                 color="black",
                 linewidth=2,
+                marker="o",
                 label="mean",
             )
         ax.set_title(labels.get(key, key), fontsize=9)

@@ -122,6 +122,7 @@ class _Driver:
                 "episode_return": r.get("rollout/episode_return"),
                 "real_steps": r.get("real/env_steps_total"),
                 "bc_nll": r.get("bc/nll"),
+                "generated_tasks": r.get("curriculum/generated_tasks"),
             }
             for r in self.trainer.metrics(job_id)
         ]

@@ -19,7 +19,8 @@ and :func:`aggregate_cell` turns them into
 - ``cost``: mean per seed of training wall-clock, CPU (job + services) and GPU seconds, and of
   evaluation wall-clock and CPU seconds.
 
-A row that cannot run is a cell ``{"status": "n/a", "reason": ...}``.
+A row that cannot run is a cell ``{"status": "n/a", "reason": ...}``; one whose job failed is
+``{"status": "failed", "reason": ...}``.
 """
 
 from __future__ import annotations
@@ -238,7 +239,7 @@ def _success_cell(cell: Mapping[str, Any] | None) -> str:
     if not cell:
         return "–"
     if cell.get("status") != "ok":
-        return "n/a"
+        return "failed" if cell.get("status") == "failed" else "n/a"
     p = cell["pooled"]
     return (
         f"{_pct(p['success_rate'])} [{_pct(p['ci95_low'])}, {_pct(p['ci95_high'])}] "
@@ -351,14 +352,14 @@ def markdown_report(result: Mapping[str, Any]) -> str:
             verdict = "holds" if claim["holds"] else "does not hold"
             lines.append(f"- {env}: {text} — **{verdict}**: {claim['why']}.")
     not_run = [
-        (env, key, cell.get("reason", ""))
+        (env, key, cell.get("status"), cell.get("reason", ""))
         for env in envs
         for key, cell in result["cells"].get(env, {}).items()
         if cell.get("status") != "ok"
     ]
     if not_run:
-        lines += ["", "### Rows not run", ""]
-        lines += [f"- {labels.get(k, k)} on {e}: {why}" for e, k, why in not_run]
+        lines += ["", "### Rows not run (n/a) or failed", ""]
+        lines += [f"- {labels.get(k, k)} on {e} ({status}): {why}" for e, k, status, why in not_run]
     lines += ["", "### Shared per environment", ""]
     for env in envs:
         shared = result.get("shared", {}).get(env, {})
