@@ -38,13 +38,20 @@ def default_stack(
     retrieval_k: int = 2,
     history_length: int = 2,
     max_new_tokens: int = 128,
+    device: str = "cpu",
 ) -> StackConfig:
     """A stack living under ``out_dir/stack`` on free ports (jobs on ``job_backend``).
 
     The task generator loads the experience model written to ``out_dir/experience_model``
-    (M_task shares M_exp's weights), so the SFT job must write there.
+    (M_task shares M_exp's weights), so the SFT job must write there. ``device`` is where the
+    experience model and the task generator's copy of it run (``"cuda"`` on a GPU node).
     """
     ports = ports or {}
+    device_env = (
+        {"EXPERIENCE_MODEL_DEVICE": device, "TASK_GENERATOR_LLM_DEVICE": device}
+        if device != "cpu"
+        else {}
+    )
     return StackConfig(
         data_dir=out_dir / "stack",
         job_backend=job_backend,
@@ -59,6 +66,7 @@ def default_stack(
             "EXPERIENCE_MODEL_RETRIEVAL_K": str(retrieval_k),
             "EXPERIENCE_MODEL_HISTORY_LENGTH": str(history_length),
             "EXPERIENCE_MODEL_MAX_NEW_TOKENS": str(max_new_tokens),
+            **device_env,
         },
     )
 
@@ -131,6 +139,7 @@ def evaluate_job(
     policy: str = "random",
     policies: Sequence[str] = (),
     concurrency: int | None = None,
+    device: str | None = None,
 ) -> dict[str, Any]:
     """Config of an ``evaluate`` job on held-out real games (one ``policy`` or ``policies``)."""
     section: dict[str, Any] = {
@@ -146,4 +155,6 @@ def evaluate_job(
         section["policies"] = list(policies)
     if concurrency is not None:
         section["concurrency"] = concurrency
+    if device is not None:
+        section["device"] = device
     return {"evaluate": section}

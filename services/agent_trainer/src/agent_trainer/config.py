@@ -342,6 +342,7 @@ class EvaluateConfig:
         policies: evaluate these policies instead of ``policy``, one after another on the same
             games in one job (one process, one set of real adapters; the result lists each
             with its own wall/CPU time). Empty: evaluate ``policy``.
+        device: torch device the policies run on.
     """
 
     __pydantic_config__ = _FORBID_EXTRA
@@ -356,6 +357,7 @@ class EvaluateConfig:
     concurrency: int = 8
     history_length: int = 2
     seed: int = 0
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         check_real_environment(self.environment)

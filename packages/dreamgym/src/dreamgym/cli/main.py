@@ -120,6 +120,9 @@ def experiment(
     out: Annotated[
         Path | None, typer.Option(help="Output folder (default: runs/experiment-<time>)")
     ] = None,
+    device: Annotated[
+        str | None, typer.Option(help="Torch device of every model: cpu (default) or cuda")
+    ] = None,
     keep_running: Annotated[bool, typer.Option(help="Leave the last stack up")] = False,
     job_backend: JobBackend = "celery",
 ) -> None:
@@ -135,6 +138,7 @@ def experiment(
             environments=_csv(env),
             seeds=tuple(int(s) for s in seeds.split(",")) if seeds else None,
             rows=_csv(rows),
+            device=device,
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None

@@ -174,6 +174,8 @@ class ExperimentConfig:
         eval_episodes: held-out real games per cell and seed (the same games for every row).
         eval_concurrency: real game instances during evaluation.
         eval_greedy: evaluate greedily instead of sampling.
+        device: torch device of every model (policy training and evaluation, experience-model
+            SFT and serving, the task generator's model): ``"cpu"`` or ``"cuda"``.
         expected_runtime: what the preset is expected to take (documentation).
     """
 
@@ -204,6 +206,7 @@ class ExperimentConfig:
     eval_episodes: int = 200
     eval_concurrency: int = 8
     eval_greedy: bool = False
+    device: str = "cpu"
     expected_runtime: str = ""
 
     def __post_init__(self) -> None:

@@ -170,6 +170,7 @@ class _Environment:
                 retrieval_k=c.retrieval_k,
                 history_length=c.history_length,
                 seed=c.seeds[0],
+                device=c.device,
                 **extra,
             ),
         )
@@ -285,6 +286,7 @@ class _Environment:
             "model": model or self.cfg.policy_model,
             "init_seed": seed,
             "history_length": self.cfg.history_length,
+            "device": self.cfg.device,
         }
 
     def _rl(self, row: str, seed: int) -> tuple[str, dict[str, Any]]:
@@ -388,6 +390,7 @@ class _Environment:
                     seed=seed,
                     history_length=c.history_length,
                     concurrency=c.eval_concurrency,
+                    device=c.device,
                 ),
             )
         except (JobFailedError, DreamGymError, TimeoutError) as exc:
@@ -501,6 +504,7 @@ def run_experiment(
             job_backend=job_backend,
             retrieval_k=cfg.retrieval_k,
             history_length=cfg.history_length,
+            device=cfg.device,
         )
         column = _Environment(cfg, env, env_dir, stack, log)
         local = LocalStack(stack)

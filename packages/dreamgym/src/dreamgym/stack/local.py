@@ -237,14 +237,17 @@ class LocalStack:
             Its base URL.
 
         Raises:
-            ValueError: unknown service, or ``name`` already used by a running process.
+            ValueError: unknown service, ``name`` is a service's name, or a running process
+                already has it.
             RuntimeError: it exited or did not become ready (the message points at its log).
         """
         if service not in SERVICES:
             raise ValueError(f"unknown service {service!r}; valid: {list(SERVICES)}")
         state = self._state() or {"services": {}, "workers": {}}
         known = state.get("services", {}).get(name)
-        if name in SERVICES or (known and _alive(known["pid"])):
+        if name in SERVICES:
+            raise ValueError(f"{name!r} is the name of a stack service; choose another name")
+        if known and _alive(known["pid"]):
             raise ValueError(f"a process named {name!r} is already running")
         prefix = service.upper() + "_"
         url = f"http://{self.config.host}:{port}"

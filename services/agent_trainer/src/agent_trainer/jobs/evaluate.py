@@ -19,7 +19,7 @@ def _evaluate_one(cfg: EvaluateConfig, spec: str) -> dict[str, Any]:
     if spec == "random":
         policy: LMPolicy | UniformRandomPolicy = UniformRandomPolicy(cfg.seed)
     else:
-        model, tokenizer = load_policy_model(spec)  # full or LoRA checkpoint
+        model, tokenizer = load_policy_model(spec, device=cfg.device)  # full or LoRA
         policy = LMPolicy(model, tokenizer, history_length=cfg.history_length)
     result = evaluate_policy(
         policy,
