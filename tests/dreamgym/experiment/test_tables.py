@@ -193,6 +193,7 @@ def test_markdown_report_has_both_tables_claims_and_n_a_reasons():
     assert "- w/o experience reasoning on twx-coin (n/a): no reasoning traces stored" in md
     assert "| DreamGym (GRPO) | s0: 40.0, s1: 40.0, s2: 40.0 |" in md
     assert "DreamGym (GRPO, 0 real) within the CI of GRPO (real env) — **holds**" in md
+    assert "not shown worse" in md
     assert "36 real trajectories / 200 real steps" in md and "- a note" in md
     assert "(success_vs_real_twx-coin.png)" in md
 

@@ -272,8 +272,8 @@ PRESETS: dict[str, ExperimentConfig] = {
     # B = 5000 real steps for real-environment RL (about what 10 iterations of 8×8 real
     # rollouts take) and 500 for S2R, 200 held-out games per cell and seed.
     "full": ExperimentConfig(
-        expected_runtime="about 20-30 hours on a 2-core CPU machine for one environment "
-        "(3 seeds × 11 rows); a few hours on one GPU with policy/EM on cuda (see "
+        expected_runtime="an estimated 6-10 hours per environment on an idle 2-core CPU "
+        "machine, under an hour per environment on one GPU with --device cuda (see "
         "docs/experiments.md)",
     ),
 }

@@ -337,7 +337,15 @@ def markdown_report(result: Mapping[str, Any]) -> str:
                 f"{_secs(c['services_cpu_s'])}) | {_secs(c['gpu_s'])} | "
                 f"{_secs(c['eval_wall_s'])} | {_secs(c['eval_cpu_s'])} |"
             )
-    lines += ["", "### Claims", ""]
+    lines += [
+        "",
+        "### Claims",
+        "",
+        "*Matches* means not shown worse: S2R's rate is at least the real row's or the 95% "
+        "intervals overlap. Overlapping intervals say the data cannot tell the rows apart, not "
+        "that they are equal; with few held-out episodes the intervals are wide.",
+        "",
+    ]
     names = {
         "s2r_vs_real": "DreamGym-S2R (GRPO, ≤10% real) matches or beats GRPO (real env)",
         "ppo_s2r_vs_real": "DreamGym-S2R (PPO, ≤10% real) matches or beats PPO (real env)",
