@@ -153,6 +153,7 @@ class _Environment:
         self.outcomes: dict[str, list[dict[str, Any]]] = {r: [] for r in self.rows}
         self.failed: dict[str, str] = {}
         self.curves: dict[str, dict[str, list[dict[str, Any]]]] = {r: {} for r in self.rows}
+        self.aborted: str | None = None
 
     # -- shared parts ---------------------------------------------------------------------------
     def _sft(self, d: _Driver, name: str, output: str, **extra: Any) -> JobRun:
@@ -424,11 +425,17 @@ class _Environment:
                 }
             )
 
+    def abort(self, reason: str) -> None:
+        """Give up on this column: every row not yet n/a is failed with ``reason``."""
+        self.aborted = reason
+
     def cells(self) -> dict[str, dict[str, Any]]:
         """Aggregated cells of every row (``n/a`` and ``failed`` ones with their reason)."""
         out: dict[str, dict[str, Any]] = {}
         for row in self.rows:
-            if row in self.na:
+            if self.aborted is not None and row not in self.na:
+                out[row] = {"status": "failed", "reason": self.aborted}
+            elif row in self.na:
                 out[row] = na_cell(self.na[row])
             elif row in self.failed:
                 out[row] = {"status": "failed", "reason": self.failed[row]}
@@ -516,6 +523,10 @@ def run_experiment(
                 column.prepare(driver)
                 for seed in cfg.seeds:
                     column.run_seed(driver, seed)
+            except (JobFailedError, DreamGymError, TimeoutError) as exc:
+                # without seed data or an experience model no row of this column can run
+                column.abort(f"environment setup failed: {_failure(exc)}")
+                log(f"[{env}] {column.aborted}")
             finally:
                 driver.close()
         finally:
