@@ -107,3 +107,22 @@ def exclusive(config: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     finally:
         marker.unlink()
     return {"pid": os.getpid()}
+
+
+def burn_cpu(config: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
+    """Spend ``cpu_s`` CPU seconds, in this process or (``in_child``) in a waited-for child."""
+    if config.get("in_child"):
+        import subprocess  # noqa: PLC0415
+        import sys  # noqa: PLC0415
+
+        code = (
+            "import time\n"
+            f"t = time.process_time() + {config['cpu_s']}\n"
+            "while time.process_time() < t: pass\n"
+        )
+        subprocess.run([sys.executable, "-c", code], check=True)
+        return {"where": "child"}
+    deadline = time.process_time() + config["cpu_s"]
+    while time.process_time() < deadline:
+        pass
+    return {"where": "self"}

@@ -185,6 +185,7 @@ def test_job_runs_on_a_worker_and_any_replica_reads_its_result(runner, broker_ur
     ]
     assert (runner.root / submitted.job_id / "job.log").exists()
     assert seen_elsewhere == record
+    assert record.usage is not None and record.usage["wall_s"] > 0
 
 
 def test_list_filters_by_state_newest_first(runner):

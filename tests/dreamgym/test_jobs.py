@@ -23,6 +23,7 @@ KINDS = {
     "wait_for_cancel": "jobs_targets:wait_for_cancel",
     "sleep_forever": "jobs_targets:sleep_forever",
     "touch_marker": "jobs_targets:touch_marker",
+    "burn_cpu": "jobs_targets:burn_cpu",
 }
 FINAL = {"succeeded", "failed", "cancelled"}
 
@@ -80,6 +81,19 @@ def test_job_success_records_result_progress_and_metrics(runner):
     rows = runner.metrics(submitted.job_id)
     assert [(r["step"], r["loss"]) for r in rows] == [(0, 1.0), (1, 0.5)]
     assert (runner.root / submitted.job_id / "metrics.jsonl").exists()
+
+
+@pytest.mark.parametrize("in_child", [False, True])
+def test_job_usage_counts_cpu_of_the_job_and_its_children(runner, in_child):
+    submitted = runner.submit("burn_cpu", {"cpu_s": 0.4, "in_child": in_child})
+
+    record = wait_for(runner, submitted.job_id, FINAL)
+
+    assert record.state == "succeeded", record.error
+    usage = record.usage or {}
+    assert usage["cpu_s"] >= 0.4
+    assert usage["wall_s"] > 0 and usage["peak_rss_mb"] > 0
+    assert usage["gpu_s"] is None  # never touched CUDA
 
 
 def test_job_exception_marks_failed_with_error_text(runner):

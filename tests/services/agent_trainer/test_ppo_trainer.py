@@ -232,6 +232,22 @@ def test_ppo_step_updates_value_head_and_reports_curriculum_and_replay(make_poli
     assert metrics["rollout/env_steps_total"] == 8
 
 
+def test_ppo_step_all_rollouts_failed_skips_the_update(make_policy, tmp_path):
+    # e.g. every rollout cut by a real-step budget: no turn to learn from, nothing crashes
+    trainer, source, _ = make_trainer(
+        make_policy, tmp_path, pool=ScriptedPool(fail_handles=range(8), fail_at_step=1)
+    )
+    weights = [p.detach().clone() for p in trainer.policy.model.parameters()]
+    head = [p.detach().clone() for p in trainer.value_head.parameters()]
+
+    metrics = trainer.step()
+
+    assert metrics["rollout/valid_fraction"] == 0.0 and "loss/policy" not in metrics
+    assert source.reports == []
+    assert all(map(torch.equal, weights, trainer.policy.model.parameters()))
+    assert all(map(torch.equal, head, trainer.value_head.parameters()))
+
+
 def test_ppo_config_group_size_one_is_allowed():
     assert small_config(group_size=1).group_size == 1
 

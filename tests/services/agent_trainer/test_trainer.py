@@ -292,7 +292,7 @@ def test_grpo_train_writes_config_metrics_and_checkpoints(make_policy, tmp_path)
     assert names == ["iter-00002", "iter-00003", "latest"]
     assert (run / "checkpoints" / "latest").resolve() == run / "checkpoints" / "iter-00003"
     state = json.loads((run / "checkpoints" / "iter-00003" / "trainer_state.json").read_text())
-    assert state == {"iteration": 3, "env_steps": 24}
+    assert state == {"iteration": 3, "env_steps": 24, "real_steps": 0}  # imagined: 0 real
 
 
 def test_grpo_checkpoint_weights_load_as_the_trained_policy(make_policy, tmp_path):

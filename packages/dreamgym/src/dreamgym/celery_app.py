@@ -52,6 +52,7 @@ from redis.exceptions import LockError
 from dreamgym.errors import BackendUnavailableError, CapacityError, StepTimeoutError
 from dreamgym.job_store import ACTIVE_STATES, RedisJobStore
 from dreamgym.jobs import FINAL_STATES, JobCancelled, JobContext, JobRecord, _now
+from dreamgym.usage import UsageMeter
 
 __all__ = [
     "QUEUES",
@@ -302,6 +303,7 @@ def _run_locked(
     if record.attempts > 1:
         store.mark_attempt(job_id, record.attempts)
     ctx = RedisJobContext(store, Path(root), job_id, lost=heartbeat.is_lost)
+    meter = UsageMeter()
     with _job_log(ctx.workdir / "job.log", job_id):
         try:
             fn = _import_target(target, settings.allowed_modules())
@@ -309,7 +311,7 @@ def _run_locked(
         except JobCancelled:
             if heartbeat.lost:  # stopped because another process may run it now: write nothing
                 return "lost its run lock"
-            _finish(store, job_id, state="cancelled", message="cancelled")
+            _finish(store, job_id, state="cancelled", message="cancelled", usage=meter.read())
             return "cancelled"
         except Exception as exc:
             if heartbeat.lost:
@@ -332,11 +334,12 @@ def _run_locked(
                 job_id,
                 state="failed",
                 error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-4000:]}",
+                usage=meter.read(),
             )
             return "failed"
     if heartbeat.lost:
         return "lost its run lock"
-    _finish(store, job_id, state="succeeded", progress=1.0, result=result or {})
+    _finish(store, job_id, state="succeeded", progress=1.0, result=result or {}, usage=meter.read())
     return "succeeded"
 
 

@@ -36,6 +36,7 @@ from pydantic import Field
 
 from dreamgym.errors import ConflictError, InvalidRequestError, NotFoundError
 from dreamgym.types import WireModel
+from dreamgym.usage import UsageMeter
 
 __all__ = [
     "JobCancelled",
@@ -74,6 +75,9 @@ class JobRecord(WireModel):
             worker count; always 0 or 1 for the local runner).
         worker: the Celery worker that runs or ran the job (``None`` for the local runner).
         team: the team that submitted the job (only that team can read or cancel it).
+        usage: resources the job's body used, set when it ended (``wall_s``, ``cpu_s`` of the
+            job process and its descendants, ``gpu_s``, ``peak_rss_mb``; see
+            :mod:`dreamgym.usage`).
     """
 
     job_id: str
@@ -93,6 +97,7 @@ class JobRecord(WireModel):
     attempts: int = 0
     worker: str | None = None
     team: str = "default"
+    usage: dict[str, Any] | None = None
 
 
 class JobCancelled(Exception):
@@ -239,18 +244,26 @@ def _job_main(root: str, job_id: str, target: str) -> None:
         return
     record = ctx._update(state="running", started_at=_now(), pid=os.getpid())
     _log_to_file(ctx.workdir / "job.log", job_id)
+    meter = UsageMeter()
     try:
         module, _, name = target.partition(":")
         fn = getattr(importlib.import_module(module), name)
         result = fn(dict(record.config), ctx)
-        ctx._update(state="succeeded", progress=1.0, result=result or {}, finished_at=_now())
+        ctx._update(
+            state="succeeded",
+            progress=1.0,
+            result=result or {},
+            finished_at=_now(),
+            usage=meter.read(),
+        )
     except JobCancelled:
-        ctx._update(state="cancelled", finished_at=_now(), message="cancelled")
+        ctx._update(state="cancelled", finished_at=_now(), message="cancelled", usage=meter.read())
     except BaseException as exc:  # the job failed: record it, never crash silently
         ctx._update(
             state="failed",
             finished_at=_now(),
             error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-4000:]}",
+            usage=meter.read(),
         )
 
 

@@ -190,6 +190,12 @@ class RLConfig:
     checkpoint_every: int = 10
     seed: int = 0
     policy: PolicyConfig = field(default_factory=PolicyConfig)
+    environment_mode: Literal["imagined", "real"] = "imagined"
+    real_step_budget: int | None = None
+    real_env_concurrency: int = 8
+    push_real: bool = False
+    task_scope: Literal["shared", "run"] = "shared"
+    generated_task_fraction: float = 0.25
 
     def _checks(self) -> dict[str, bool]:
         return {
@@ -209,9 +215,21 @@ class RLConfig:
             "em_refresh_every": self.em_refresh_every >= 0,
             "episode_options": _valid_episode_options(self.episode_options),
             "checkpoint_every": self.checkpoint_every >= 1,
+            # a budget of real interactions only means something where there are some
+            "real_step_budget": self.real_step_budget is None or self.real_step_budget >= 1,
+            "real_env_concurrency": self.real_env_concurrency >= 1,
+            "generated_task_fraction": 0 <= self.generated_task_fraction <= 1,
         }
 
     def __post_init__(self) -> None:
+        if self.environment_mode != "real":
+            for name in ("real_step_budget", "push_real"):
+                if getattr(self, name) not in (None, False):
+                    raise ConfigValueError(
+                        f"{name} applies only to environment_mode='real' (got "
+                        f"environment_mode={self.environment_mode!r})",
+                        [name],
+                    )
         _raise_bad(self._KIND, self._checks(), self, self._HINT)
 
     def to_dict(self) -> dict[str, Any]:
@@ -257,7 +275,29 @@ class GRPOConfig(RLConfig):
             "w/o replay" ablation on a shared experience-model service.
         checkpoint_every: save the policy every N iterations (and at the end).
         seed: seed of task sampling, episode seeds and policy sampling.
-        policy: the policy model (and its optional LoRA adapters).
+        policy: the policy model (and its optional LoRA adapters); ``policy.model`` may be a
+            checkpoint of an earlier run (sim-to-real: a DreamGym policy continued in the real
+            environment).
+
+    > Parameters that control where rollouts run (paper §4.3: sim-to-real, real-env baseline)
+        environment_mode: ``"imagined"`` (the experience model; 0 real steps) or ``"real"``
+            (real adapters of ``environment`` on the train-split games of the seed tasks; the
+            same abstract-state mapping). Real mode samples only seed tasks (a generated task
+            has no real game), so the curriculum is off there (no outcome reports, no
+            generation) and nothing is pushed as synthetic.
+        real_step_budget: real mode only: training stops once this many real environment steps
+            were taken (``None`` = only ``iterations`` bounds it). The budget is exact: a step
+            beyond it is refused, the rollouts it cuts short are masked (their steps count,
+            they are not trained on) and the iteration's update uses the finished rollouts.
+        real_env_concurrency: real adapter instances playing at once (real mode).
+        push_real: real mode only: ingest the real rollouts into the replay store tagged
+            ``source="real"``, ``policy="agent"`` (retrievable by the experience model).
+        task_scope: ``"shared"``: the task generator's λ-capped sample over every train task
+            (also variations other runs generated); ``"run"``: the train seed tasks plus only
+            the variations this run generated, λ-capped here with ``generated_task_fraction``,
+            so runs sharing a task generator (an experiment's rows and seeds) stay independent.
+        generated_task_fraction: λ of ``task_scope="run"``: at most floor(λ·B) generated tasks
+            per batch.
     """
 
     _KIND: ClassVar[str] = "GRPO"
@@ -324,12 +364,17 @@ class EvaluateConfig:
         greedy: act greedily (temperature 0) instead of sampling.
         concurrency: real environment instances played in lockstep.
         seed: sampling seed.
+        policies: evaluate these policies instead of ``policy``, one after another on the same
+            games in one job (one process, one set of real adapters; the result lists each
+            with its own wall/CPU time). Empty: evaluate ``policy``.
+        device: torch device the policies run on.
     """
 
     __pydantic_config__ = _FORBID_EXTRA
 
     environment: str = "twx-coin"
     policy: str = "random"
+    policies: list[str] = field(default_factory=list)
     episodes: int = 200
     max_steps: int = 10
     first_seed_index: int = 0
@@ -337,11 +382,15 @@ class EvaluateConfig:
     concurrency: int = 8
     history_length: int = 2
     seed: int = 0
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         check_real_environment(self.environment)
         if self.policy != "random":
             check_model_spec(self.policy, "policy")
+        for spec in self.policies:
+            if spec != "random":
+                check_model_spec(spec, "policies")
         for name in ("first_seed_index", "history_length"):
             if getattr(self, name) < 0:
                 raise ConfigValueError(f"{name} must be >= 0, got {getattr(self, name)}", [name])

@@ -8,7 +8,8 @@ baseline (paper §4.3: the same mapping to the abstract state in both settings).
   counter stays at zero, by construction.
 - :class:`RealEnvPool` — real adapters (``dreamgym.envs``), a fixed number of instances reused
   across waves of episodes, blocking calls run in worker threads; counts every real step in
-  :attr:`RealEnvPool.real_steps`.
+  :attr:`RealEnvPool.real_steps` and, with a ``step_budget``, refuses every step (and reset)
+  beyond it with :class:`RealStepBudgetExhausted`, so the budget is never exceeded.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dreamgym.clients.experience_model import AsyncExperienceModelClient
 from dreamgym.envs.base import RealEnv
 from dreamgym.types import AbstractState, Task
 
-__all__ = ["EnvPool", "EnvStep", "ImaginedEnvPool", "RealEnvPool"]
+__all__ = ["EnvPool", "EnvStep", "ImaginedEnvPool", "RealEnvPool", "RealStepBudgetExhausted"]
 
 
 @dataclass(frozen=True)
@@ -119,22 +120,52 @@ class ImaginedEnvPool:
             await self.client.close_episode(handle)
 
 
+class RealStepBudgetExhausted(RuntimeError):
+    """A real step (or reset) was refused: the pool's budget of real steps is spent."""
+
+
 class RealEnvPool:
     """Episodes in real environments, one adapter instance per concurrent episode.
 
     Args:
         make_env: factory of a fresh adapter (e.g. ``lambda: make_env("twx-coin", max_steps=10)``).
         max_concurrency: adapter instances (each may hold a JVM or a game process).
+        step_budget: the most real steps this pool may take (``None`` = unlimited). A step is
+            reserved before it runs (concurrent steps cannot overshoot) and released if the
+            adapter raises; once ``real_steps == step_budget`` every ``step`` and ``reset``
+            raises :class:`RealStepBudgetExhausted` (the rollout is then masked, not scored).
     """
 
     real = True
 
-    def __init__(self, make_env: Callable[[], RealEnv], *, max_concurrency: int = 8) -> None:
+    def __init__(
+        self,
+        make_env: Callable[[], RealEnv],
+        *,
+        max_concurrency: int = 8,
+        step_budget: int | None = None,
+    ) -> None:
+        if step_budget is not None and step_budget < 0:
+            raise ValueError(f"step_budget must be >= 0 or None, got {step_budget}")
         self.make_env = make_env
         self.max_concurrency = max_concurrency
+        self.step_budget = step_budget
         self._free: list[RealEnv] = []
         self._all: list[RealEnv] = []
         self.real_steps = 0
+        self.refused_steps = 0
+
+    @property
+    def budget_exhausted(self) -> bool:
+        """True once the pool took ``step_budget`` real steps (never without a budget)."""
+        return self.step_budget is not None and self.real_steps >= self.step_budget
+
+    def _check_budget(self, what: str) -> None:
+        if self.budget_exhausted:
+            self.refused_steps += what == "step"
+            raise RealStepBudgetExhausted(
+                f"{what} refused: the budget of {self.step_budget} real steps is spent"
+            )
 
     def _acquire(self) -> RealEnv:
         if self._free:
@@ -148,15 +179,25 @@ class RealEnvPool:
     async def reset(self, task: Task, *, seed: int, max_steps: int) -> tuple[Any, AbstractState]:
         if task.game_seed is None:
             raise ValueError(f"task '{task.task_id}' has no game_seed: it cannot run in a real env")
+        self._check_budget("reset")
         env = self._acquire()
         env.max_steps = max_steps
-        state, _ = await asyncio.to_thread(env.reset, task.game_seed, task.split)
+        try:
+            state, _ = await asyncio.to_thread(env.reset, task.game_seed, task.split)
+        except BaseException:
+            self._free.append(env)
+            raise
         del seed  # real games are deterministic in (split, game_seed)
         return env, state
 
     async def step(self, handle: Any, action: str) -> EnvStep:
-        result = await asyncio.to_thread(handle.step, action)
-        self.real_steps += 1
+        self._check_budget("step")
+        self.real_steps += 1  # reserved before the await: concurrent steps cannot overshoot
+        try:
+            result = await asyncio.to_thread(handle.step, action)
+        except BaseException:
+            self.real_steps -= 1  # the adapter did not complete the step
+            raise
         return EnvStep(
             state=result.state,
             reward=result.reward,

@@ -142,6 +142,9 @@ class PPOTrainer(RLTrainer):
         tasks = self.sample_tasks()
         rollouts = self.collect(tasks)
         t1 = time.perf_counter()
+        if not any(r.valid and r.transitions for r in rollouts):
+            # every rollout failed or was cut by a real-step budget: nothing to learn from
+            return self.finish_iteration(tasks, rollouts, {}, t0, t1)
         batch, advantage_stats = self.build_batch(rollouts)
         update_stats = self.update(batch)
         return self.finish_iteration(tasks, rollouts, {**advantage_stats, **update_stats}, t0, t1)

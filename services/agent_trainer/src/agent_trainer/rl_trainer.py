@@ -154,6 +154,8 @@ class RLTrainer:
         while self.iteration < self.config.iterations:
             if self.should_stop is not None and self.should_stop():
                 break
+            if self.budget_exhausted:  # real mode: the budget of real steps is spent
+                break
             metrics = self.step()
             self.iteration += 1
             if self.iteration % self.config.checkpoint_every == 0:
@@ -164,6 +166,11 @@ class RLTrainer:
     def step(self) -> dict[str, Any]:
         """One iteration; returns its metrics (subclasses implement it)."""
         raise NotImplementedError
+
+    @property
+    def budget_exhausted(self) -> bool:
+        """Whether the pool's budget of real steps is spent (never for imagined pools)."""
+        return bool(getattr(self.pool, "budget_exhausted", False))
 
     def sample_tasks(self) -> list[Task]:
         """B tasks for this iteration (seed tasks plus λ-capped curriculum variations)."""
@@ -267,6 +274,7 @@ class RLTrainer:
         t2 = time.perf_counter()
         self.report_outcomes(tasks, rollouts)
         pushed = self.push_synthetic(rollouts)
+        pushed_real = self.push_real(rollouts)
         generated = self.maybe_generate_tasks()
         refreshed = self.maybe_refresh_experience_model()
         steps = sum(len(r.transitions) for r in rollouts)
@@ -283,6 +291,10 @@ class RLTrainer:
                 "rollout/env_steps_total": self.env_steps,
             }
         )
+        if getattr(self.pool, "real", False):
+            metrics["replay/pushed_real_trajectories"] = pushed_real
+            metrics["real/env_steps_total"] = int(getattr(self.pool, "real_steps", 0))
+            metrics["real/budget_exhausted"] = self.budget_exhausted
         self._log(metrics)
         return metrics
 
@@ -311,6 +323,25 @@ class RLTrainer:
         version, env = self.policy_version, self.config.environment
         converted = [
             to_trajectory(r, environment=env, source="synthetic", policy_version=version)
+            for r in rollouts
+        ]
+        trajectories = [t for t in converted if t is not None]
+        if trajectories:
+            self.replay.push(trajectories)
+        return len(trajectories)
+
+    def push_real(self, rollouts: list[Rollout]) -> int:
+        """Real mode with ``push_real``: add the valid real rollouts to the replay store, tagged
+        ``source="real"`` with this policy version (masked rollouts are never pushed)."""
+        if (
+            self.replay is None
+            or not getattr(self.config, "push_real", False)
+            or not getattr(self.pool, "real", False)
+        ):
+            return 0
+        version, env = self.policy_version, self.config.environment
+        converted = [
+            to_trajectory(r, environment=env, source="real", policy_version=version)
             for r in rollouts
         ]
         trajectories = [t for t in converted if t is not None]
@@ -394,7 +425,13 @@ class RLTrainer:
             path / "trainer_state.pt",
         )
         (path / "trainer_state.json").write_text(
-            json.dumps({"iteration": self.iteration, "env_steps": self.env_steps})
+            json.dumps(
+                {
+                    "iteration": self.iteration,
+                    "env_steps": self.env_steps,
+                    "real_steps": int(getattr(self.pool, "real_steps", 0)),
+                }
+            )
         )
         latest = self.run_dir / "checkpoints" / "latest"
         latest.unlink(missing_ok=True)
@@ -414,3 +451,6 @@ class RLTrainer:
         self.generator.set_state(state["generator"])
         meta = json.loads((path / "trainer_state.json").read_text())
         self.iteration, self.env_steps = int(meta["iteration"]), int(meta["env_steps"])
+        if getattr(self.pool, "real", False) and hasattr(self.pool, "real_steps"):
+            # a resumed real run keeps spending the same budget
+            self.pool.real_steps = int(meta.get("real_steps", 0))

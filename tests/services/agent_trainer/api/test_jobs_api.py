@@ -160,6 +160,23 @@ def test_submit_ppo_bad_hyperparameter_is_422_naming_the_field(client, ppo, para
     assert param.rsplit(".", 1)[-1] in error["message"]
 
 
+@pytest.mark.parametrize(
+    ("kind", "section", "param"),
+    [
+        ("grpo", {"real_step_budget": 100}, "config.grpo.real_step_budget"),
+        ("ppo", {"environment_mode": "real", "real_step_budget": 0}, "config.ppo.real_step_budget"),
+        ("grpo", {"environment_mode": "dreamland"}, "config.grpo.environment_mode"),
+        ("bc", {"epochs": 0}, "config.bc.epochs"),
+        ("bc", {"environment": "nope"}, "config.bc.environment"),
+    ],
+)
+def test_submit_real_mode_and_bc_bad_config_is_422_naming_the_field(client, kind, section, param):
+    response = client.post("/v1/jobs", json={"kind": kind, "config": {kind: section}})
+
+    error = assert_envelope(response, 422, "invalid_request", param)
+    assert param.rsplit(".", 1)[-1] in error["message"]
+
+
 def test_submit_evaluate_zero_episodes_is_422_naming_the_field(client):
     response = client.post(
         "/v1/jobs", json={"kind": "evaluate", "config": {"evaluate": {"episodes": 0}}}

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import signal
-import socket
 import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -25,10 +24,11 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from dreamgym.clients.agent_trainer import AgentTrainerClient, wait_for_job
 from dreamgym.clients.experience_model import ExperienceModelClient
 from dreamgym.jobs import JobRecord
+from dreamgym.pipeline import collect_job, default_stack, evaluate_job, fidelity_job, sft_job
 from dreamgym.report import write_report
 from dreamgym.stack.local import LocalStack, StackConfig
 
-__all__ = ["PRESETS", "DemoConfig", "run_demo"]
+__all__ = ["PRESETS", "DemoConfig", "default_stack", "run_demo"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,35 +98,6 @@ PRESETS: dict[str, DemoConfig] = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def default_stack(
-    out_dir: Path, *, ports: dict[str, int] | None = None, job_backend: str = "celery"
-) -> StackConfig:
-    """A stack living under ``out_dir/stack`` on free ports (jobs on ``job_backend``)."""
-    ports = ports or {}
-    return StackConfig(
-        data_dir=out_dir / "stack",
-        job_backend=job_backend,
-        postgres_port=ports.get("postgres", _free_port()),
-        redis_port=ports.get("redis", _free_port()),
-        experience_model_port=ports.get("experience_model", _free_port()),
-        replay_store_port=ports.get("replay_store", _free_port()),
-        task_generator_port=ports.get("task_generator", _free_port()),
-        agent_trainer_port=ports.get("agent_trainer", _free_port()),
-        task_generator_model_path=str((out_dir / "experience_model").resolve()),
-        extra_env={
-            "EXPERIENCE_MODEL_RETRIEVAL_K": "2",
-            "EXPERIENCE_MODEL_HISTORY_LENGTH": "2",
-            "EXPERIENCE_MODEL_MAX_NEW_TOKENS": "128",
-        },
-    )
-
-
 class _Phases:
     """Progress display and timing of the demo's phases."""
 
@@ -170,17 +141,15 @@ def _policy_eval(
 ) -> dict[str, Any]:
     job = trainer.submit(
         "evaluate",
-        {
-            "evaluate": {
-                "environment": cfg.environment,
-                "policy": policy,
-                "episodes": cfg.eval_episodes,
-                "max_steps": cfg.max_steps,
-                "greedy": cfg.eval_greedy,
-                "seed": cfg.seed,
-                "history_length": cfg.history_length,
-            }
-        },
+        evaluate_job(
+            cfg.environment,
+            policy=policy,
+            episodes=cfg.eval_episodes,
+            max_steps=cfg.max_steps,
+            greedy=cfg.eval_greedy,
+            seed=cfg.seed,
+            history_length=cfg.history_length,
+        ),
     )
     return phases.job(f"evaluate: {name}", trainer.get_job, job).result or {}
 
@@ -196,14 +165,14 @@ def _pipeline(
             trainer.get_job,
             trainer.submit(
                 "collect",
-                {
-                    "environment": cfg.environment,
-                    "train_seeds": cfg.train_seeds,
-                    "seed": cfg.seed,
-                    "eval_tasks": cfg.eval_tasks,
-                    "max_steps": cfg.max_steps,
-                    "policies": list(cfg.collect_policies),
-                },
+                collect_job(
+                    cfg.environment,
+                    train_seeds=cfg.train_seeds,
+                    eval_tasks=cfg.eval_tasks,
+                    max_steps=cfg.max_steps,
+                    policies=cfg.collect_policies,
+                    seed=cfg.seed,
+                ),
             ),
         ).result
         or {}
@@ -213,19 +182,18 @@ def _pipeline(
             "experience model SFT",
             em.get_training,
             em.start_training(
-                {
-                    "replay_store_url": urls["replay_store"],
-                    "task_generator_url": urls["task_generator"],
-                    "environment": cfg.environment,
-                    "output_dir": str((out_dir / "experience_model").resolve()),
-                    "base_model": cfg.em_base_model,
-                    "steps": cfg.em_steps,
-                    "batch_size": cfg.em_batch_size,
-                    "learning_rate": cfg.em_learning_rate,
-                    "retrieval_k": cfg.retrieval_k,
-                    "history_length": cfg.history_length,
-                    "seed": cfg.seed,
-                }
+                sft_job(
+                    urls,
+                    environment=cfg.environment,
+                    output_dir=out_dir / "experience_model",
+                    base_model=cfg.em_base_model,
+                    steps=cfg.em_steps,
+                    batch_size=cfg.em_batch_size,
+                    learning_rate=cfg.em_learning_rate,
+                    retrieval_k=cfg.retrieval_k,
+                    history_length=cfg.history_length,
+                    seed=cfg.seed,
+                )
             ),
         ).result
         or {}
@@ -237,12 +205,12 @@ def _pipeline(
             trainer.get_job,
             trainer.submit(
                 "fidelity",
-                {
-                    "environment": cfg.environment,
-                    "episodes": cfg.fidelity_episodes,
-                    "max_steps": cfg.max_steps,
-                    "seed": cfg.seed,
-                },
+                fidelity_job(
+                    cfg.environment,
+                    episodes=cfg.fidelity_episodes,
+                    max_steps=cfg.max_steps,
+                    seed=cfg.seed,
+                ),
             ),
         ).result
         or {}

@@ -2,6 +2,7 @@
 
 Commands:
     dreamgym demo      run the main job end to end and write a report
+    dreamgym experiment  the paper's Table 1/2 (rows × environments × seeds) on real environments
     dreamgym up        start the local stack (PostgreSQL + pgvector, Redis, the four services and
                        a Celery worker per queue unless --job-backend local)
     dreamgym down      stop what ``up`` started
@@ -92,6 +93,70 @@ def demo(
     )
     console.print(f"report: {paths['md']}\n        {paths['json']}\n        {paths['png']}")
     console.print(f"output folder: {out_dir}")
+
+
+def _csv(values: list[str] | None) -> tuple[str, ...] | None:
+    if not values:
+        return None
+    return tuple(v.strip() for item in values for v in item.split(",") if v.strip())
+
+
+@app.command()
+def experiment(
+    preset: Annotated[
+        str, typer.Option(help="small (CI, minutes) or full (documented; hours to a day)")
+    ] = "small",
+    env: Annotated[
+        list[str] | None,
+        typer.Option("--env", help="Environment id (a table column); repeat or comma-separate"),
+    ] = None,
+    seeds: Annotated[
+        str | None, typer.Option(help="Comma-separated seeds per cell (default 0,1,2)")
+    ] = None,
+    rows: Annotated[
+        list[str] | None,
+        typer.Option("--rows", help="Only these rows (comma-separated keys; see docs)"),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Output folder (default: runs/experiment-<time>)")
+    ] = None,
+    device: Annotated[
+        str | None, typer.Option(help="Torch device of every model: cpu (default) or cuda")
+    ] = None,
+    keep_running: Annotated[bool, typer.Option(help="Leave the last stack up")] = False,
+    job_backend: JobBackend = "celery",
+) -> None:
+    """Rows (before RL, SFT, real-env GRPO/PPO with budget B, DreamGym, DreamGym-S2R, ablations)
+    × environments × seeds → experiment.json, experiment.md and plots."""
+    _offline()
+    from dreamgym.experiment import preset as make_preset  # noqa: PLC0415
+    from dreamgym.experiment.runner import run_experiment  # noqa: PLC0415
+
+    try:
+        cfg = make_preset(
+            preset,
+            environments=_csv(env),
+            seeds=tuple(int(s) for s in seeds.split(",")) if seeds else None,
+            rows=_csv(rows),
+            device=device,
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    out_dir = (out or Path("runs") / time.strftime("experiment-%Y%m%d-%H%M%S")).resolve()
+    console.print(
+        f"[bold]DreamGym experiment[/bold] ({preset}; expected: {cfg.expected_runtime}) on "
+        f"{', '.join(cfg.environments)}, seeds {list(cfg.seeds)}; output: {out_dir}"
+    )
+    paths = run_experiment(
+        cfg,
+        out_dir,
+        preset_name=preset,
+        job_backend=job_backend,
+        log=lambda m: console.print(m, markup=False),
+        keep_running=keep_running,
+    )
+    console.print(paths["md"].read_text(), markup=False)
+    console.print(f"results: {paths['md']}\n         {paths['json']}")
 
 
 @app.command()

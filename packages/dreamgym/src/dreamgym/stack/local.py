@@ -217,6 +217,70 @@ class LocalStack:
         self._save(state)
         return workers
 
+    def start_replica(
+        self,
+        service: str,
+        *,
+        name: str,
+        port: int,
+        env: dict[str, str] | None = None,
+        timeout_s: float = 300.0,
+    ) -> str:
+        """Start another process of ``service`` on ``port`` and wait until it is ready.
+
+        It gets the service's usual environment with ``<SERVICE>_PORT`` set to ``port`` and
+        ``env`` on top (e.g. an experience model serving another checkpoint with retrieval
+        off, for an ablation). It is recorded in ``stack.json`` under ``name``, so ``down``
+        stops it too; it logs to ``<data_dir>/logs/<name>.log``.
+
+        Returns:
+            Its base URL.
+
+        Raises:
+            ValueError: unknown service, ``name`` is a service's name, or a running process
+                already has it.
+            RuntimeError: it exited or did not become ready (the message points at its log).
+        """
+        if service not in SERVICES:
+            raise ValueError(f"unknown service {service!r}; valid: {list(SERVICES)}")
+        state = self._state() or {"services": {}, "workers": {}}
+        known = state.get("services", {}).get(name)
+        if name in SERVICES:
+            raise ValueError(f"{name!r} is the name of a stack service; choose another name")
+        if known and _alive(known["pid"]):
+            raise ValueError(f"a process named {name!r} is already running")
+        prefix = service.upper() + "_"
+        url = f"http://{self.config.host}:{port}"
+        logf = (self.data_dir / "logs" / f"{name}.log").open("ab")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", service],
+            env={**self._env(service), prefix + "PORT": str(port), **(env or {})},
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            cwd=self.data_dir,
+            start_new_session=True,
+        )
+        state.setdefault("services", {})[name] = {"pid": proc.pid, "url": url}
+        self._save(state)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"{name} exited with code {proc.returncode}; see "
+                    f"{self.data_dir / 'logs' / (name + '.log')}"
+                )
+            try:
+                if httpx.get(url + "/readyz", timeout=2.0).status_code == 200:
+                    return url
+            except httpx.TransportError:
+                pass
+            time.sleep(0.5)
+        raise RuntimeError(f"{name} not ready after {timeout_s:.0f}s; see its log")
+
+    def service_pids(self) -> dict[str, int]:
+        """Process id of every service (and replica) this stack started, by name."""
+        return {name: int(info["pid"]) for name, info in self._state().get("services", {}).items()}
+
     def _save(self, state: dict) -> None:  # type: ignore[type-arg]
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.state_file.write_text(json.dumps({**state, "config": _jsonable(self.config)}))

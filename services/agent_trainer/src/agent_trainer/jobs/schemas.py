@@ -6,17 +6,20 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, TypeAdapter, ValidationError
 
+from agent_trainer.behaviour_cloning import BCConfig
 from agent_trainer.config import EvaluateConfig, GRPOConfig, PPOConfig, check_real_environment
 from dreamgym.collect import parse_policy
 from dreamgym.types import WireModel
 
 __all__ = [
+    "BCJobConfig",
     "CollectJobConfig",
     "FidelityJobConfig",
     "GRPOJobConfig",
     "PPOJobConfig",
     "ServiceURLs",
     "VALIDATORS",
+    "bc_config",
     "evaluate_config",
     "grpo_config",
     "ppo_config",
@@ -92,6 +95,13 @@ class PPOJobConfig(WireModel):
     services: ServiceURLs = Field(default_factory=ServiceURLs)
 
 
+class BCJobConfig(WireModel):
+    """A behaviour-cloning job: :class:`~agent_trainer.behaviour_cloning.BCConfig` and services."""
+
+    bc: dict[str, Any] = Field(default_factory=dict)
+    services: ServiceURLs = Field(default_factory=ServiceURLs)
+
+
 class EvaluateJobConfig(WireModel):
     """An evaluation job."""
 
@@ -101,6 +111,7 @@ class EvaluateJobConfig(WireModel):
 _GRPO = TypeAdapter(GRPOConfig)
 _PPO = TypeAdapter(PPOConfig)
 _EVAL = TypeAdapter(EvaluateConfig)
+_BC = TypeAdapter(BCConfig)
 
 
 def _validate_section(adapter: TypeAdapter[Any], section: str, values: dict[str, Any]) -> None:
@@ -132,6 +143,12 @@ def _ppo(config: dict[str, Any]) -> dict[str, Any]:
     return job.model_dump()
 
 
+def _bc(config: dict[str, Any]) -> dict[str, Any]:
+    job = BCJobConfig.model_validate(config)
+    _validate_section(_BC, "bc", job.bc)
+    return job.model_dump()
+
+
 def _evaluate(config: dict[str, Any]) -> dict[str, Any]:
     job = EvaluateJobConfig.model_validate(config)
     _validate_section(_EVAL, "evaluate", job.evaluate)
@@ -144,6 +161,7 @@ VALIDATORS = {
     "grpo": _grpo,
     "ppo": _ppo,
     "evaluate": _evaluate,
+    "bc": _bc,
 }
 
 
@@ -155,6 +173,11 @@ def grpo_config(config: dict[str, Any]) -> GRPOConfig:
 def ppo_config(config: dict[str, Any]) -> PPOConfig:
     """The validated :class:`PPOConfig` of a job config."""
     return _PPO.validate_python(config.get("ppo", {}))
+
+
+def bc_config(config: dict[str, Any]) -> BCConfig:
+    """The validated :class:`BCConfig` of a job config."""
+    return _BC.validate_python(config.get("bc", {}))
 
 
 def evaluate_config(config: dict[str, Any]) -> EvaluateConfig:

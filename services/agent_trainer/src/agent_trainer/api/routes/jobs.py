@@ -26,7 +26,7 @@ _ACTIVE: frozenset[str] = frozenset({"queued", "running"})
 class JobSubmitRequest(WireModel):
     """Body of ``POST /v1/jobs``: the job kind and its configuration."""
 
-    kind: Literal["collect", "fidelity", "grpo", "ppo", "evaluate"]
+    kind: Literal["collect", "fidelity", "grpo", "ppo", "evaluate", "bc"]
     config: dict[str, Any] = Field(default_factory=dict)
 
 
