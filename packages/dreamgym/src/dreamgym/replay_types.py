@@ -279,6 +279,8 @@ class ReplayStats(WireModel):
     by_environment: dict[str, int]
     by_policy: dict[str, int]
     success_rate_by_policy: dict[str, float]
+    evicted_trajectories: int = 0
+    evicted_transitions: int = 0
 
 
 class TransitionReasoning(WireModel):
@@ -325,5 +327,3 @@ class TransitionReasoningResponse(WireModel):
 
     updated: int = Field(ge=0)
     unchanged: int = Field(ge=0)
-    evicted_trajectories: int = 0
-    evicted_transitions: int = 0
