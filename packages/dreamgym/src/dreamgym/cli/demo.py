@@ -80,7 +80,7 @@ PRESETS: dict[str, DemoConfig] = {
         # the smallest experience model that learns the output format in minutes (rollouts
         # must be valid for the loop to be exercised: synthetic pushes, curriculum reports)
         em_base_model="tiny:layers=2,hidden=128,heads=4,intermediate=256",
-        em_steps=120,
+        em_steps=200,
         em_learning_rate=2e-3,
         fidelity_episodes=4,
         eval_episodes=12,
