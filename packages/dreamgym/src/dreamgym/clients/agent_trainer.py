@@ -36,6 +36,16 @@ class JobFailedError(RuntimeError):
         self.record = record
 
 
+def _finished(record: JobRecord) -> bool:
+    """True once ``record`` succeeded; raises :class:`JobFailedError` if it failed or was
+    cancelled; False while it is still queued or running."""
+    if record.state not in FINAL_STATES:
+        return False
+    if record.state != "succeeded":
+        raise JobFailedError(record)
+    return True
+
+
 def wait_for_job(
     get: Callable[[str], JobRecord],
     job_id: str,
@@ -55,9 +65,7 @@ def wait_for_job(
         record = get(job_id)
         if on_update is not None:
             on_update(record)
-        if record.state in FINAL_STATES:
-            if record.state != "succeeded":
-                raise JobFailedError(record)
+        if _finished(record):
             return record
         if time.monotonic() > deadline:
             raise TimeoutError(f"job {job_id} still {record.state} after {timeout_s:.0f}s")
@@ -83,9 +91,7 @@ async def wait_for_job_async(
         record = await get(job_id)
         if on_update is not None:
             on_update(record)
-        if record.state in FINAL_STATES:
-            if record.state != "succeeded":
-                raise JobFailedError(record)
+        if _finished(record):
             return record
         if time.monotonic() > deadline:
             raise TimeoutError(f"job {job_id} still {record.state} after {timeout_s:.0f}s")

@@ -14,7 +14,7 @@ from pydantic import Field
 
 from dreamgym.errors import ErrorResponse, NotFoundError, QuotaExceededError
 from dreamgym.jobs import JobRecord, JobRunner, JobState
-from dreamgym.server.auth import TeamDep
+from dreamgym.server.auth import TeamDep, presented_api_key
 from dreamgym.types import WireModel
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -65,13 +65,6 @@ def owned(runner: JobRunner, job_id: str, team: str) -> JobRecord:
     return record
 
 
-def _presented_key(request: Request) -> str | None:
-    auth = request.headers.get("authorization", "")
-    if auth.lower().startswith("bearer ") and auth[7:].strip():
-        return auth[7:].strip()
-    return request.headers.get("x-api-key") or None
-
-
 @router.post("", response_model=JobRecord, status_code=201, responses=_ERRORS)
 def submit_job(
     body: JobSubmitRequest, runner: RunnerDep, request: Request, team: TeamDep
@@ -87,7 +80,7 @@ def submit_job(
                 retry_after_s=settings.quota_retry_after_s,
             )
     config = request.app.state.with_service_urls(body.kind, body.config)
-    key = _presented_key(request)
+    key = presented_api_key(request.headers)
     if key is not None and "services" in config:
         config = {**config, "services": {**config["services"], "api_key": key}}
     return public(runner.submit(body.kind, config, team=team))
