@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import socket
+import threading
 
 import pytest
+import redis
 
 from dreamgym.celery_app import CelerySettings, create_celery_app
 from dreamgym.stack.local import LocalStack, StackConfig
@@ -60,3 +62,36 @@ def test_stack_starts_a_worker_per_queue_and_down_stops_them(tmp_path):
     assert not any(worker.alive() for worker in workers)
     assert not stack.redis.is_running()
     assert (tmp_path / "stack" / "logs" / "worker-gpu.log").exists()
+
+
+def test_worker_readiness_survives_the_broker_dropping_connections(tmp_path):
+    """Redis closing the ping client's pooled connections (``Connection closed by server``)
+    makes ``wait_ready`` reconnect, not fail the whole stack start."""
+    stack = LocalStack(
+        StackConfig(data_dir=tmp_path / "stack", redis_port=free_port(), job_backend="celery")
+    )
+    stack.redis.start()
+    admin = redis.Redis.from_url(stack.broker_url)
+    stop = threading.Event()
+    dropped: list[int] = []
+
+    def drop_clients() -> None:  # what a broker restart or an idle timeout does to clients
+        for _ in range(15):
+            if stop.wait(0.3):
+                return
+            dropped.append(admin.client_kill_filter(_type="normal", skipme=True))
+
+    dropper = threading.Thread(target=drop_clients)
+    try:
+        workers = stack.start_workers()
+        dropper.start()
+        for worker in workers:
+            worker.wait_ready(stack.broker_url)
+        ready = [worker.alive() for worker in workers]
+    finally:
+        stop.set()
+        dropper.join()
+        stack.down()
+
+    assert sum(dropped) > 0  # connections really were dropped while waiting
+    assert ready == [True, True]

@@ -197,7 +197,14 @@ class LocalStack:
         for service, proc in procs.items():
             self._wait_ready(service, proc, timeout_s)
         for worker in workers:
-            worker.wait_ready(self.broker_url, timeout_s)
+            try:
+                worker.wait_ready(self.broker_url, timeout_s)
+            except RuntimeError as exc:
+                running = "running" if self.redis.is_running() else "NOT running"
+                raise RuntimeError(
+                    f"{exc}; Redis on port {self.config.redis_port} is {running}; its log ends:\n"
+                    f"{self.redis.log_tail()}"
+                ) from exc
         return {s: self.config.url(s) for s in SERVICES}
 
     def start_workers(

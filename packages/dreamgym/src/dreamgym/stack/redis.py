@@ -93,6 +93,13 @@ class LocalRedis:
         except redis.RedisError:
             return False
 
+    def log_tail(self, lines: int = 20) -> str:
+        """The last ``lines`` lines of the server's log ("" before the first start)."""
+        path = self.data_dir / "redis.log"
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
     def stop(self, timeout_s: float = 10.0) -> None:
         """``SHUTDOWN`` (AOF flushed) and wait for the process to exit; no-op when not running."""
         import redis  # noqa: PLC0415

@@ -111,8 +111,13 @@ class CeleryWorker:
         """
         from dreamgym.celery_app import CelerySettings, create_celery_app  # noqa: PLC0415
 
-        app = create_celery_app(CelerySettings(broker_url=broker_url))
+        import redis  # noqa: PLC0415
+        from kombu.exceptions import OperationalError  # noqa: PLC0415
+
+        settings = CelerySettings(broker_url=broker_url)
+        app = create_celery_app(settings)
         deadline = time.monotonic() + timeout_s
+        last_error: Exception | None = None
         try:
             while time.monotonic() < deadline:
                 if self.proc is not None and self.proc.poll() is not None:
@@ -120,10 +125,18 @@ class CeleryWorker:
                         f"worker {self.name} exited with code {self.proc.returncode}; "
                         f"see {self.log_path}"
                     )
-                if app.control.ping(destination=[self.nodename], timeout=1.0):
-                    return
+                try:
+                    if app.control.ping(destination=[self.nodename], timeout=1.0):
+                        return
+                except (OSError, redis.RedisError, OperationalError) as exc:
+                    # a broker connection dropped under us: reconnect with a fresh pool and ask again
+                    last_error = exc
+                    app.close()
+                    app = create_celery_app(settings)
+                    time.sleep(0.5)
+            cause = f" (last broker error: {last_error!r})" if last_error else ""
             raise RuntimeError(
-                f"worker {self.name} not ready after {timeout_s:.0f}s; see {self.log_path}"
+                f"worker {self.name} not ready after {timeout_s:.0f}s{cause}; see {self.log_path}"
             )
         finally:
             app.close()
