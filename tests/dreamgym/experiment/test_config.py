@@ -16,6 +16,14 @@ def test_presets_run_every_row_on_three_seeds_and_document_their_runtime():
         assert cfg.s2r_steps * 10 <= cfg.real_budget
 
 
+def test_headline_preset_runs_the_headline_rows_on_three_seeds_with_s2r_a_tenth_of_b():
+    cfg = PRESETS["headline"]
+    assert cfg.ordered_rows() == ["before_rl", "real_grpo", "dreamgym", "dreamgym_s2r"]
+    assert len(cfg.seeds) >= 3
+    assert cfg.s2r_steps == cfg.real_budget // 10 == 250
+    assert cfg.expected_runtime
+
+
 def test_rows_cover_tables_one_and_two():
     assert {k for k, r in ROWS.items() if r.table == "ablation"} == {
         "no_replay",
@@ -50,5 +58,5 @@ def test_preset_overrides_and_unknown_preset():
     cfg = preset("small", environments=("twx-coin", "twx-twc"), seeds=None)
 
     assert cfg.environments == ("twx-coin", "twx-twc") and cfg.seeds == (0, 1, 2)
-    with pytest.raises(ValueError, match="valid: \\['full', 'small'\\]"):
+    with pytest.raises(ValueError, match="valid: \\['full', 'headline', 'small'\\]"):
         preset("medium")

@@ -268,6 +268,18 @@ PRESETS: dict[str, ExperimentConfig] = {
         expected_runtime="about 20 minutes on a 2-core CPU machine shared with other work "
         "(see docs/experiments.md for a measured run)",
     ),
+    # The paper's headline on one environment in about an hour on an idle 2-core CPU machine:
+    # policy before RL, real-environment GRPO with B = 2500 real steps (about what 6 iterations
+    # of 8×8 real rollouts take), DreamGym with 0 real steps, DreamGym-S2R with B/10 = 250,
+    # 3 seeds, 100 held-out games per cell and seed. The experience model is the full preset's.
+    "headline": ExperimentConfig(
+        rows=("before_rl", "real_grpo", "dreamgym", "dreamgym_s2r"),
+        rl={**_rl_full(), "iterations": 6, "curriculum_every": 3, "checkpoint_every": 3},
+        real_budget=2500,
+        eval_episodes=100,
+        fidelity_episodes=30,
+        expected_runtime="about an hour on an idle 2-core CPU machine (see docs/experiments.md)",
+    ),
     # The documented setting (not run in CI): the demo's experience model and GRPO settings,
     # B = 5000 real steps for real-environment RL (about what 10 iterations of 8×8 real
     # rollouts take) and 500 for S2R, 200 held-out games per cell and seed.
