@@ -194,7 +194,7 @@ async def _reap_forever(runtime: Runtime, interval_s: float) -> None:
     while True:
         await asyncio.sleep(interval_s)
         try:
-            dropped = runtime.store.reap()
+            dropped = await asyncio.to_thread(runtime.store.reap)
         except DreamGymError as exc:  # e.g. Redis briefly away: try again next round
             logger.warning("reaping episodes failed", extra={"error": exc.message})
             continue

@@ -300,3 +300,52 @@ async def test_batcher_waits_for_a_returning_caller_at_most_max_wait(stopper):
 
     assert 0.2 <= loop.time() - start < 2.0
     assert [len(b) for b in process.batches] == [2, 1]
+
+
+async def test_batcher_sends_a_lone_returning_caller_without_the_idle_wait(stopper):
+    process = Recorder()
+    batcher = MicroBatcher(process, max_batch_size=8, max_wait_s=2.0, idle_s=0.5)
+    stopper(batcher)
+    loop = asyncio.get_running_loop()
+
+    start = loop.time()
+    assert await batcher.submit(1, key="a") == 2  # a first step may open a burst: idle wait
+    first_s = loop.time() - start
+    start = loop.time()
+    with batcher.arrival() as arrival:
+        assert await batcher.submit(2, key="a", arrival=arrival) == 4
+    returning_s = loop.time() - start
+
+    assert first_s >= 0.45
+    assert returning_s < 0.25  # the only caller it knows of is here: no reason to wait
+
+
+async def test_batcher_keeps_the_batch_open_for_an_announced_caller_on_its_way(stopper):
+    process = Recorder()
+    batcher = MicroBatcher(process, max_batch_size=8, max_wait_s=2.0, idle_s=0.005)
+    stopper(batcher)
+
+    async def caller(item: int, delay_s: float) -> int:
+        with batcher.arrival() as arrival:
+            await asyncio.sleep(delay_s)  # e.g. reading its episode from Redis
+            return await batcher.submit(item, arrival=arrival)
+
+    assert await asyncio.gather(caller(1, 0.0), caller(2, 0.15)) == [2, 4]
+    assert process.batches == [[1, 2]]  # 0.15 s is far beyond idle_s, yet one batch
+
+
+async def test_batcher_does_not_wait_for_a_withdrawn_announcement(stopper):
+    process = Recorder()
+    batcher = MicroBatcher(process, max_batch_size=8, max_wait_s=2.0, idle_s=0.5)
+    stopper(batcher)
+    loop = asyncio.get_running_loop()
+    await batcher.submit(1, key="a")
+
+    with batcher.arrival():  # e.g. its episode was not found: it never submits
+        pass
+    start = loop.time()
+    with batcher.arrival() as arrival:
+        await batcher.submit(2, key="a", arrival=arrival)
+
+    assert loop.time() - start < 0.25
+    assert batcher._arriving == 0

@@ -298,3 +298,83 @@ async def test_steps_carry_their_caller_to_retrieval_and_stay_in_their_team(make
     assert service.get(ep_b.episode_id, team="lab-b").state.step == 1  # only its own step
     assert service.close(ep_a.episode_id, team="lab-b") is False
     assert service.get(ep_a.episode_id, team="lab-a").team == "lab-a"
+
+
+class SlowNetworkStore(InMemoryEpisodeStore):
+    """An in-memory store that behaves like a network store: every lease/read call takes
+    ``delay_s`` of blocking I/O (``time.sleep``), as a slow Redis would."""
+
+    blocking_io = True
+
+    def __init__(self, delay_s: float) -> None:
+        super().__init__()
+        self.delay_s = delay_s
+        self.released: list[str] = []
+
+    def claim(self, episode_id, ttl_s, *, team="default"):
+        import time  # noqa: PLC0415
+
+        time.sleep(self.delay_s)
+        return super().claim(episode_id, ttl_s, team=team)
+
+    def get(self, episode_id, *, team="default"):
+        import time  # noqa: PLC0415
+
+        time.sleep(self.delay_s)
+        return super().get(episode_id, team=team)
+
+    def release(self, episode_id, token, *, team="default"):
+        self.released.append(token)
+        super().release(episode_id, token, team=team)
+
+
+def _network_service(store: SlowNetworkStore) -> EpisodeService:
+    m = ExperienceModel(FakeLLMBackend(responder=scripted_responder), None)
+    return EpisodeService(store, m, max_wait_s=0.0)
+
+
+async def test_a_slow_network_store_never_blocks_the_event_loop():
+    store = SlowNetworkStore(delay_s=0.3)
+    service = _network_service(store)
+    ep = service.reset(make_task(1))
+    ticks: list[float] = []
+
+    async def ticker() -> None:
+        loop = asyncio.get_running_loop()
+        for _ in range(20):
+            ticks.append(loop.time())
+            await asyncio.sleep(0.02)
+
+    async def step_soon():
+        await asyncio.sleep(0.05)  # the ticker is already running
+        return await service.step(ep.episode_id, "move north")
+
+    try:
+        _, out = await asyncio.gather(ticker(), step_soon())
+    finally:
+        await service.batcher.stop()
+
+    assert out.transition.action == "move north"
+    assert max(b - a for a, b in zip(ticks, ticks[1:], strict=False)) < 0.2  # 0.6 s of store I/O
+
+
+async def test_a_step_cancelled_while_claiming_releases_the_lease_it_gets():
+    store = SlowNetworkStore(delay_s=0.3)
+    service = _network_service(store)
+    ep = service.reset(make_task(1))
+    try:
+        step = asyncio.ensure_future(service.step(ep.episode_id, "move north"))
+        await asyncio.sleep(0.05)  # the claim is in flight in a worker thread
+        step.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await step
+        for _ in range(100):  # the claim lands ~0.25 s later and is released then
+            if store.released:
+                break
+            await asyncio.sleep(0.02)
+
+        assert len(store.released) == 1
+        out = await service.step(ep.episode_id, "move north")  # not locked out until expiry
+    finally:
+        await service.batcher.stop()
+    assert out.transition.step == 0

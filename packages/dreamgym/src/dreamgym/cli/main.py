@@ -104,7 +104,10 @@ def _csv(values: list[str] | None) -> tuple[str, ...] | None:
 @app.command()
 def experiment(
     preset: Annotated[
-        str, typer.Option(help="small (CI, minutes), headline (before RL / real GRPO / DreamGym / S2R, about an hour) or full (hours to a day)")
+        str,
+        typer.Option(
+            help="small (CI, minutes), headline (before RL / real GRPO / DreamGym / S2R, about an hour) or full (hours to a day)"
+        ),
     ] = "small",
     env: Annotated[
         list[str] | None,

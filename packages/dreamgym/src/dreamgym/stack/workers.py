@@ -109,10 +109,10 @@ class CeleryWorker:
         Raises:
             RuntimeError: it exited or did not answer in time (the message points at its log).
         """
-        from dreamgym.celery_app import CelerySettings, create_celery_app  # noqa: PLC0415
-
         import redis  # noqa: PLC0415
         from kombu.exceptions import OperationalError  # noqa: PLC0415
+
+        from dreamgym.celery_app import CelerySettings, create_celery_app  # noqa: PLC0415
 
         settings = CelerySettings(broker_url=broker_url)
         app = create_celery_app(settings)
@@ -129,7 +129,7 @@ class CeleryWorker:
                     if app.control.ping(destination=[self.nodename], timeout=1.0):
                         return
                 except (OSError, redis.RedisError, OperationalError) as exc:
-                    # a broker connection dropped under us: reconnect with a fresh pool and ask again
+                    # the broker dropped a connection under us: reconnect with a fresh pool
                     last_error = exc
                     app.close()
                     app = create_celery_app(settings)

@@ -241,6 +241,9 @@ class RedisEpisodeStore:
         quota_retry_after_s: the ``Retry-After`` of that 429, seconds.
     """
 
+    #: every call is a network round trip: the service makes them from worker threads
+    blocking_io = True
+
     def __init__(
         self,
         url: str | None = None,

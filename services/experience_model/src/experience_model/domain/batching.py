@@ -11,7 +11,14 @@ as it has the observation), so while such keys are missing from the batch being 
 worker waits for them — up to ``max_wait_s``, not just ``idle_s``. Without this, clients whose
 answers went out while the next batch was already being gathered come back a few milliseconds
 late and the batches settle into alternating halves. :meth:`MicroBatcher.forget` drops a key
-whose episode ended. The queue is bounded:
+whose episode ended.
+
+Announced callers: a caller that will submit soon (a ``/step`` that is still reading its episode)
+holds :meth:`MicroBatcher.arrival`; while any announced caller has not submitted yet the worker
+waits for it (up to ``max_wait_s``). When every caller in the batch is a returning one, no other
+answered key is expected back and no announced caller is on its way, the batch goes at once,
+without the ``idle_s`` wait: a lone client stepping its episode pays no batching delay, while
+the first steps of a burst (new keys) still wait ``idle_s`` for each other. The queue is bounded:
 :meth:`MicroBatcher.submit` raises :class:`~dreamgym.errors.CapacityError` (429) when it is full,
 so overload is answered honestly instead of growing latency without bound. A caller that goes
 away (client disconnect, timeout) cancels its future and its item is skipped if not yet started.
@@ -26,13 +33,13 @@ import contextlib
 import contextvars
 import logging
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from dreamgym.errors import CapacityError
 
-__all__ = ["BatchStats", "MicroBatcher"]
+__all__ = ["Arrival", "BatchStats", "MicroBatcher"]
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -54,6 +61,23 @@ class BatchStats:
 
 # A queued item: (item, the caller's future, the caller's key or None).
 _Entry = tuple[In, "asyncio.Future[Out]", Hashable | None]
+
+
+class Arrival:
+    """A caller's promise to submit soon (see :meth:`MicroBatcher.arrival`)."""
+
+    __slots__ = ("_batcher", "pending")
+
+    def __init__(self, batcher: MicroBatcher) -> None:  # type: ignore[type-arg]
+        self._batcher = batcher
+        self.pending = True
+        batcher._arriving += 1
+
+    def done(self) -> None:
+        """The caller submitted, or gave up before it could (idempotent)."""
+        if self.pending:
+            self.pending = False
+            self._batcher._arriving -= 1
 
 
 class MicroBatcher(Generic[In, Out]):
@@ -92,6 +116,7 @@ class MicroBatcher(Generic[In, Out]):
         self.idle_s = max_wait_s if idle_s is None else min(idle_s, max_wait_s)
         self._queue: asyncio.Queue[_Entry[In, Out]] | None = None
         self._returning: dict[Hashable, float] = {}  # key -> monotonic time its result went out
+        self._arriving = 0  # announced callers that have not submitted yet
         self._worker: asyncio.Task[None] | None = None
         self._on_batch = on_batch
         self.stats = BatchStats()
@@ -119,17 +144,33 @@ class MicroBatcher(Generic[In, Out]):
         while self._queue is not None and not self._queue.empty():
             self._queue.get_nowait()[1].cancel()
 
+    @contextlib.contextmanager
+    def arrival(self) -> Iterator[Arrival]:
+        """Announce a submission that is on its way; pass the yielded token to :meth:`submit`.
+
+        While the token is pending the worker keeps a gathered batch open for it (up to
+        ``max_wait_s``); leaving the block without submitting withdraws the announcement.
+        """
+        token = Arrival(self)
+        try:
+            yield token
+        finally:
+            token.done()
+
     def forget(self, key: Hashable) -> None:
         """Stop expecting ``key`` back (its episode ended or was closed)."""
         self._returning.pop(key, None)
 
-    async def submit(self, item: In, key: Hashable | None = None) -> Out:
+    async def submit(
+        self, item: In, key: Hashable | None = None, arrival: Arrival | None = None
+    ) -> Out:
         """Queue ``item`` and wait for its result.
 
         Args:
             item: what ``process`` gets.
             key: the caller's identity (episode id), if it is likely to submit again right after
                 its result (see the module docstring); ``None`` for one-off items.
+            arrival: the token of :meth:`arrival` when this submission was announced.
 
         Raises:
             CapacityError: the queue is full (429, ``Retry-After`` 1 s).
@@ -138,6 +179,8 @@ class MicroBatcher(Generic[In, Out]):
         self.start()
         assert self._queue is not None
         future: asyncio.Future[Out] = asyncio.get_running_loop().create_future()
+        if arrival is not None:
+            arrival.done()
         try:
             self._queue.put_nowait((item, future, key))
         except asyncio.QueueFull:
@@ -155,11 +198,12 @@ class MicroBatcher(Generic[In, Out]):
             return False
         return True
 
-    def _take(self, entry: _Entry[In, Out], batch: list[_Entry[In, Out]]) -> None:
-        if self._live(entry):
-            batch.append(entry)
-            if entry[2] is not None:
-                self._returning.pop(entry[2], None)
+    def _take(self, entry: _Entry[In, Out], batch: list[_Entry[In, Out]]) -> bool:
+        """Add a live entry to ``batch``; True if its caller was a returning one."""
+        if not self._live(entry):
+            return True
+        batch.append(entry)
+        return entry[2] is not None and self._returning.pop(entry[2], None) is not None
 
     def _expected_until(self, now: float) -> float:
         """Latest time a recently answered key is still expected back (``0`` if none is).
@@ -180,12 +224,17 @@ class MicroBatcher(Generic[In, Out]):
     async def _collect(self) -> list[_Entry[In, Out]]:
         assert self._queue is not None
         batch: list[_Entry[In, Out]] = []
+        all_returning = True
         while not batch:  # abandoned items neither open a batch nor take a place in one
-            self._take(await self._queue.get(), batch)
+            all_returning = self._take(await self._queue.get(), batch)
         deadline = time.monotonic() + self.max_wait_s
         while len(batch) < self.max_batch_size:
             now = time.monotonic()
             expected = self._expected_until(now)  # callers just answered are waited for
+            if self._arriving > 0:  # announced callers are on their way
+                expected = deadline
+            elif expected <= now and self._queue.empty() and all_returning:
+                break  # the callers we know of are all here and nobody is on the way
             until = min(deadline, expected if expected > now else now + self.idle_s)
             remaining = until - now
             try:
@@ -199,7 +248,7 @@ class MicroBatcher(Generic[In, Out]):
                 for entry in batch:
                     entry[1].cancel()
                 raise
-            self._take(entry, batch)
+            all_returning = self._take(entry, batch) and all_returning
         return batch
 
     async def _run(self) -> None:

@@ -28,18 +28,21 @@ import asyncio
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from dreamgym.auth.keys import DEFAULT_TEAM
 from dreamgym.errors import DreamGymError, MalformedTransitionError, StepTimeoutError
 from dreamgym.experience_types import EpisodeOptions
 from dreamgym.types import AbstractState, Task, Transition
-from experience_model.domain.batching import MicroBatcher
+from experience_model.domain.batching import Arrival, MicroBatcher
 from experience_model.domain.caller import DEFAULT_CALLER, Caller, CallerStepQuery
 from experience_model.domain.episodes import Episode, EpisodeStore, new_episode_id
 from experience_model.domain.prompts import HistoryStep, PromptOptions
 from experience_model.domain.simulator import ExperienceModel, StepPrediction, StepQuery
+
+_R = TypeVar("_R")
 
 __all__ = [
     "LEASE_MARGIN_S",
@@ -137,6 +140,47 @@ class EpisodeService:
             on_batch=observer.batch_formed if observer is not None else None,
         )
         self.observer = observer
+        # a store that talks to a server (Redis) is called from worker threads, never the loop
+        self._store_blocks = bool(getattr(store, "blocking_io", False))
+        self._background: set[asyncio.Future[Any]] = set()
+
+    async def _store_call(
+        self, fn: Callable[..., _R], *args: Any, shield: bool = False, **kwargs: Any
+    ) -> _R:
+        """``fn(*args, **kwargs)`` on the episode store, off the event loop when the store does
+        network I/O (Redis), so one slow store call never stalls other requests.
+
+        ``shield``: the call completes even if the awaiting request is cancelled meanwhile (a
+        commit or a lease release must not be half-done).
+        """
+        if not self._store_blocks:
+            return fn(*args, **kwargs)
+        call = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
+        return await (asyncio.shield(call) if shield else call)
+
+    async def _claim(self, episode_id: str, team: str) -> str:
+        """Take the episode's lease; if the caller is cancelled while the claim is in flight, the
+        lease it gets is released as soon as it arrives (never left held until it expires)."""
+        ttl_s = self.step_timeout_s + LEASE_MARGIN_S
+        if not self._store_blocks:
+            return self.store.claim(episode_id, ttl_s, team=team)
+        call = asyncio.ensure_future(
+            asyncio.to_thread(self.store.claim, episode_id, ttl_s, team=team)
+        )
+        try:
+            return await asyncio.shield(call)
+        except asyncio.CancelledError:
+
+            def release_late(done: asyncio.Future[str]) -> None:
+                if not done.cancelled() and done.exception() is None:
+                    late = asyncio.ensure_future(
+                        asyncio.to_thread(self.store.release, episode_id, done.result(), team=team)
+                    )
+                    self._background.add(late)
+                    late.add_done_callback(self._background.discard)
+
+            call.add_done_callback(release_late)
+            raise
 
     async def _predict(self, queries: list[StepQuery]) -> list[StepPrediction | BaseException]:
         return list(await self.model.predict(queries))
@@ -212,14 +256,21 @@ class EpisodeService:
         outcome = "internal_error"
         team = caller.team
         try:
-            token = self.store.claim(episode_id, self.step_timeout_s + LEASE_MARGIN_S, team=team)
-            try:
-                episode = self.store.get(episode_id, team=team)
-                episode.ensure_running()
-                prediction = await self._predict_one(episode, action, seed, caller)
-                result = self._apply(episode, action, prediction)
-            finally:
-                self.store.release(episode_id, token, team=team)
+            with self.batcher.arrival() as arrival:  # the batcher keeps its batch open for us
+                token = await self._claim(episode_id, team)
+                try:
+                    episode = await self._store_call(self.store.get, episode_id, team=team)
+                    episode.ensure_running()
+                    prediction = await self._predict_one(episode, action, seed, caller, arrival)
+                    result = self._apply(episode, action, prediction)
+                    # the compare-and-set commit finishes even if the caller goes away meanwhile
+                    await self._store_call(self.store.save, result.episode, shield=True)
+                    if result.episode.done:  # no next step will come: the batcher need not wait
+                        self.batcher.forget((team, episode_id))
+                finally:
+                    await self._store_call(
+                        self.store.release, episode_id, token, team=team, shield=True
+                    )
             outcome = "ok"
             return result
         except DreamGymError as exc:
@@ -269,7 +320,12 @@ class EpisodeService:
         )
 
     async def _predict_one(
-        self, ep: Episode, action: str, seed: int | None, caller: Caller
+        self,
+        ep: Episode,
+        action: str,
+        seed: int | None,
+        caller: Caller,
+        arrival: Arrival | None = None,
     ) -> StepPrediction:
         step_seed = (
             seed
@@ -289,7 +345,8 @@ class EpisodeService:
         )
         try:
             result = await asyncio.wait_for(
-                self.batcher.submit(query, key=(ep.team, ep.episode_id)), self.step_timeout_s
+                self.batcher.submit(query, key=(ep.team, ep.episode_id), arrival=arrival),
+                self.step_timeout_s,
             )
         except TimeoutError:
             raise StepTimeoutError(
@@ -327,7 +384,4 @@ class EpisodeService:
             terminated=p.terminated,
             truncated=truncated,
         )
-        self.store.save(updated)  # compare-and-set on ep.revision: 404 if gone, 409 if changed
-        if updated.done:  # no next step will come: the batcher need not wait for one
-            self.batcher.forget((updated.team, updated.episode_id))
         return StepOutcome(episode=updated, transition=transition, prediction=p)
