@@ -106,7 +106,8 @@ def experiment(
     preset: Annotated[
         str,
         typer.Option(
-            help="small (CI, minutes), headline (before RL / real GRPO / DreamGym / S2R, about an hour) or full (hours to a day)"
+            help="small (CI, minutes), headline (before RL, real GRPO, DreamGym, S2R; about "
+            "an hour) or full (hours to a day)"
         ),
     ] = "small",
     env: Annotated[
