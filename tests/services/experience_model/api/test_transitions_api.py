@@ -95,3 +95,32 @@ def test_predict_invalid_body_is_422_naming_field(client, body, param):
     response = client.post("/v1/transitions:predict", json=body)
 
     assert_envelope(response, 422, "invalid_request", param)
+
+
+def test_predict_goes_through_the_batcher_in_bounded_batches(make_client, fake_llm):
+    client = make_client(fake_llm, max_batch_size=4)
+
+    response = client.post(
+        "/v1/transitions:predict", json={"queries": [predict_query(f"go {i}") for i in range(10)]}
+    )
+
+    assert response.status_code == 200, response.text
+    assert [p["observation"] for p in response.json()["predictions"]] == [
+        f"You did go {i}." for i in range(10)
+    ]
+    assert [len(b) for b in fake_llm.batches] == [4, 4, 2]  # never more than max_batch_size
+
+
+def test_predict_more_queries_than_the_queue_holds_is_429_and_queues_nothing(make_client, fake_llm):
+    client = make_client(fake_llm, max_queue=5)
+
+    response = client.post(
+        "/v1/transitions:predict", json={"queries": [predict_query() for _ in range(6)]}
+    )
+
+    assert response.status_code == 429, response.text
+    assert response.json()["error"]["type"] == "capacity_reached"
+    assert "Retry-After" in response.headers
+    assert fake_llm.batches == []
+    ok = client.post("/v1/transitions:predict", json={"queries": [predict_query()] * 5})
+    assert ok.status_code == 200

@@ -319,6 +319,44 @@ class EpisodeService:
             )
         )
 
+    async def predict_many(self, queries: list[StepQuery]) -> list[StepPrediction | BaseException]:
+        """Stateless, teacher-forced predictions (``/v1/transitions:predict``) through the same
+        micro-batcher as episode steps: they share model batches with live episodes, count
+        against the bounded queue and get a deadline.
+
+        Returns:
+            One result per query, in order: a prediction, or the per-query error (e.g.
+            :class:`MalformedTransitionError`).
+
+        Raises:
+            CapacityError: the queue has no room for all ``queries`` (429; nothing is queued).
+            StepTimeoutError: not done within ``step_timeout_s`` per ``max_batch_size`` queries
+                (504; the unfinished queries are dropped from the queue).
+        """
+        from dreamgym.errors import CapacityError  # noqa: PLC0415
+
+        room = self.batcher.max_queue - self.batcher.queue_depth
+        if len(queries) > room:
+            raise CapacityError(
+                f"experience model queue has room for {room} queries, got {len(queries)}; "
+                "retry later or send fewer",
+                retry_after_s=1.0,
+            )
+        batches = -(-len(queries) // self.batcher.max_batch_size)
+        deadline_s = self.step_timeout_s * batches
+        pending = [asyncio.ensure_future(self.batcher.submit(q)) for q in queries]
+        try:
+            return list(
+                await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), deadline_s)
+            )
+        except TimeoutError:
+            raise StepTimeoutError(
+                f"{len(queries)} predictions exceeded their {deadline_s:.0f}s deadline"
+            ) from None
+        finally:
+            for future in pending:  # cancelled callers are skipped by the batcher
+                future.cancel()
+
     async def _predict_one(
         self,
         ep: Episode,
