@@ -304,10 +304,22 @@ def throughput(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "EXPERIENCE_MODEL_MAX_STEPS_LIMIT": "10000",
         "EXPERIENCE_MODEL_STEP_TIMEOUT_S": "600",
     }
-    direct = TransformersBackend(model_path=args.model, max_batch_size=max(levels))
+    if args.openai_url:  # the model behind an OpenAI-compatible server (e.g. vLLM)
+        from dreamgym.llm.openai_backend import OpenAICompatibleBackend  # noqa: PLC0415
+
+        env |= {
+            "EXPERIENCE_MODEL_BACKEND": "openai",
+            "EXPERIENCE_MODEL_OPENAI_BASE_URL": args.openai_url,
+            "EXPERIENCE_MODEL_OPENAI_MODEL": args.openai_model,
+        }
+        direct: Any = OpenAICompatibleBackend(
+            args.openai_url, args.openai_model, max_concurrency=max(levels)
+        )
+    else:
+        direct = TransformersBackend(model_path=args.model, max_batch_size=max(levels))
     prompt = service_prompt(history_length=2)
     results: list[LevelResult] = []
-    with service(env, workdir, "transformers") as (url, _):
+    with service(env, workdir, env["EXPERIENCE_MODEL_BACKEND"]) as (url, _):
         for c in levels:
             level = asyncio.run(service_level(url, c, args.steps, max_steps=10_000))
             for key, value in direct_level(direct, prompt, c, args.steps, params).items():
@@ -326,7 +338,8 @@ def throughput(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 
 def print_header(args: argparse.Namespace) -> None:
     load = os.getloadavg()
-    print(f"model {args.model}, {args.max_new_tokens} new tokens, temperature {args.temperature}, "
+    model = f"{args.openai_model} at {args.openai_url}" if args.openai_url else args.model
+    print(f"model {model}, {args.max_new_tokens} new tokens, temperature {args.temperature}, "
           f"{args.steps} steps per client; {len(os.sched_getaffinity(0))} CPUs, load average "
           f"{load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f} at start, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")  # fmt: skip
@@ -531,8 +544,17 @@ def main() -> None:
     p.add_argument("--episode-steps", type=int, default=20)
     p.add_argument("--backend", choices=["fake", "transformers"], default="fake")
     p.add_argument("--sample-s", type=float, default=10.0, help="RSS sampling period")
+    p.add_argument(
+        "--openai-url",
+        help="serve through this OpenAI-compatible server (e.g. vLLM: http://127.0.0.1:8000/v1) "
+        "instead of the in-process model; 'direct' is then the same server driven by "
+        "concurrent completions requests",
+    )
+    p.add_argument("--openai-model", help="the served model name (with --openai-url)")
     p.add_argument("--flat-tolerance", type=float, default=0.10)
     args = p.parse_args()
+    if args.openai_url and not args.openai_model:
+        p.error("--openai-model is required with --openai-url")
     with tempfile.TemporaryDirectory(prefix="em-bench-") as tmp:
         if args.load_test:
             report = load_test(args, Path(tmp))
