@@ -517,7 +517,7 @@ def run_experiment(
         "shared": {},
         "curves": {},
         "notes": _notes(cfg),
-        "judge": {k: judge[k] for k in ("base_url", "model")} if judge else None,  # no key
+        "judge": {k: judge.get(k) for k in ("base_url", "model")} if judge else None,  # no key
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     for env in cfg.environments:
