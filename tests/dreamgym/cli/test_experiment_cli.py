@@ -69,3 +69,38 @@ def test_experiment_bad_options_are_usage_errors(captured, args, message):
     assert result.exit_code == 2
     assert message in " ".join(result.output.split())
     assert captured == {}
+
+
+def test_experiment_passes_the_judge_from_the_environment(captured, monkeypatch, tmp_path):
+    monkeypatch.setenv("DREAMGYM_JUDGE_URL", "http://vllm:8000/v1")
+    monkeypatch.setenv("DREAMGYM_JUDGE_MODEL", "Qwen/Qwen2.5-7B-Instruct")
+    monkeypatch.setenv("DREAMGYM_JUDGE_API_KEY", "sk-judge")
+
+    result = CliRunner().invoke(app, ["experiment", "--out", str(tmp_path / "out")])
+
+    assert result.exit_code == 0, result.output
+    assert captured["judge"] == {
+        "base_url": "http://vllm:8000/v1",
+        "model": "Qwen/Qwen2.5-7B-Instruct",
+        "api_key": "sk-judge",
+    }
+
+
+def test_experiment_without_judge_variables_passes_no_judge(captured, monkeypatch, tmp_path):
+    monkeypatch.delenv("DREAMGYM_JUDGE_URL", raising=False)
+
+    result = CliRunner().invoke(app, ["experiment", "--out", str(tmp_path / "out")])
+
+    assert result.exit_code == 0, result.output
+    assert captured["judge"] is None
+
+
+def test_experiment_judge_url_without_model_is_a_usage_error(captured, monkeypatch):
+    monkeypatch.setenv("DREAMGYM_JUDGE_URL", "http://vllm:8000/v1")
+    monkeypatch.delenv("DREAMGYM_JUDGE_MODEL", raising=False)
+
+    result = CliRunner().invoke(app, ["experiment"])
+
+    assert result.exit_code == 2
+    assert "DREAMGYM_JUDGE_MODEL" in " ".join(result.output.split())
+    assert captured == {}

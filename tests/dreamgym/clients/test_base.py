@@ -30,6 +30,7 @@ from dreamgym.clients.base import (
     retry_wait_s,
 )
 from dreamgym.errors import (
+    AuthenticationError,
     BackendUnavailableError,
     CapacityError,
     DreamGymError,
@@ -179,6 +180,16 @@ def test_client_does_not_retry_final_errors(status: int, error_type: str, exc: t
 
     assert len(script.requests) == 1
     assert info.value.error_type == error_type
+
+
+def test_client_maps_a_plain_string_error_body_to_the_status_class() -> None:
+    script = Script(httpx.Response(401, json={"error": "invalid api key"}))
+
+    with sync_client(script) as client, pytest.raises(AuthenticationError) as info:
+        client.request("GET", "/x")
+
+    assert info.value.message == "invalid api key"
+    assert info.value.status_code == 401
 
 
 def test_client_retries_connection_errors_then_reraises() -> None:

@@ -3,12 +3,15 @@ services: the runner's pure parts)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from dreamgym.experiment import PRESETS
 from dreamgym.experiment.runner import _Environment
+from dreamgym.pipeline import judge_from_env
 
 
 @pytest.fixture()
@@ -90,3 +93,48 @@ def test_aborted_column_fails_every_row_but_keeps_n_a(column):
 
     assert cells["no_reasoning"]["status"] == "n/a"
     assert {c["status"] for k, c in cells.items() if k != "no_reasoning"} == {"failed"}
+
+
+class FakeDriver:
+    """Records the jobs ``prepare`` submits; every job succeeds with a canned result."""
+
+    def __init__(self) -> None:
+        self.jobs: list[tuple[str, dict]] = []
+        self.urls = {"experience_model": "http://em", "replay_store": "http://rs"}
+        self.urls["task_generator"] = "http://tg"
+        self.em = SimpleNamespace(reload=lambda path: None)
+
+    def job(self, name, kind, config):
+        self.jobs.append((kind, config))
+        return SimpleNamespace(result={"kind": kind}, record=SimpleNamespace(usage=None))
+
+    def sft(self, name, config):
+        return SimpleNamespace(result={"checkpoint": "/ckpt"}, record=SimpleNamespace(usage=None))
+
+
+@pytest.mark.parametrize("judge", [None, {"base_url": "http://judge/v1", "model": "m"}])
+def test_fidelity_job_carries_the_judge_only_when_given(tmp_path, judge):
+    cfg = dataclasses.replace(PRESETS["small"], rows=("dreamgym",))
+    column = _Environment(cfg, "twx-coin", tmp_path, None, lambda m: None, judge)  # type: ignore[arg-type]
+    driver = FakeDriver()
+
+    column.prepare(driver)  # type: ignore[arg-type]
+
+    fidelity = dict(driver.jobs)["fidelity"]
+    assert fidelity.get("judge") == judge
+    assert ("judge" in fidelity) is (judge is not None)
+    assert fidelity["episodes"] == cfg.fidelity_episodes
+
+
+def test_judge_from_env_reads_url_model_and_optional_key():
+    env = {"DREAMGYM_JUDGE_URL": " http://vllm:8000/v1 ", "DREAMGYM_JUDGE_MODEL": "gpt-4o"}
+
+    assert judge_from_env({}) is None
+    assert judge_from_env({"DREAMGYM_JUDGE_URL": ""}) is None
+    assert judge_from_env(env) == {"base_url": "http://vllm:8000/v1", "model": "gpt-4o"}
+    assert judge_from_env({**env, "DREAMGYM_JUDGE_API_KEY": "k"})["api_key"] == "k"
+
+
+def test_judge_from_env_url_without_model_raises_naming_the_variable():
+    with pytest.raises(ValueError, match="DREAMGYM_JUDGE_MODEL"):
+        judge_from_env({"DREAMGYM_JUDGE_URL": "http://vllm:8000/v1"})

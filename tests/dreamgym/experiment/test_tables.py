@@ -210,3 +210,56 @@ def test_markdown_report_marks_failed_rows_with_their_error():
     assert "| GRPO (real env) | failed | – |" in md
     assert "- GRPO (real env) on twx-coin (failed): seed 1: job grpo failed: boom" in md
     assert "within the CI of GRPO (real env)" not in md  # no claim without the real row
+
+
+def test_markdown_report_shows_the_judge_means_when_present():
+    cells = {"dreamgym": cell((4, 10, 0))}
+    result = result_with(cells)
+    fidelity = {"reward_accuracy": 0.9, "termination_accuracy": 0.8}
+    judge = {
+        "model": "gpt-4o",
+        "sampled": 100,
+        "judged": 97,
+        "parse_failures": 3,
+        "means": {
+            "causal_consistency": 1.5,
+            "diversity": 1.25,
+            "informativeness": 1.0,
+            "hallucination": 0.75,
+        },
+    }
+    result["shared"]["twx-coin"]["fidelity"] = {**fidelity, "judge": judge}
+
+    md = markdown_report(result)
+
+    assert (
+        "LLM judge (gpt-4o, 0–2, higher is better): causal consistency 1.50, diversity 1.25, "
+        "informativeness 1.00, hallucination & failure feedback 0.75 (97 of 100 sampled "
+        "transitions judged, 3 unparseable replies)." in md
+    )
+
+
+def test_markdown_report_without_judge_has_no_judge_line():
+    result = result_with({"dreamgym": cell((4, 10, 0))})
+    result["shared"]["twx-coin"]["fidelity"] = {"reward_accuracy": 0.9}
+
+    md = markdown_report(result)
+
+    assert "reward_accuracy 0.900" in md and "LLM judge" not in md
+
+
+def test_markdown_report_judge_that_stopped_says_why():
+    result = result_with({"dreamgym": cell((4, 10, 0))})
+    judge = {
+        "model": "m",
+        "sampled": 10,
+        "judged": 0,
+        "parse_failures": 0,
+        "means": dict.fromkeys(("causal_consistency", "diversity"), None),
+        "error": "judge endpoint answered 401: invalid api key",
+    }
+    result["shared"]["twx-coin"]["fidelity"] = {"reward_accuracy": 0.9, "judge": judge}
+
+    md = markdown_report(result)
+
+    assert "no transition judged" in md and "stopped: judge endpoint answered 401" in md

@@ -7,7 +7,7 @@ REST bodies the services validate), and the local stack on free ports under an o
 from __future__ import annotations
 
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,13 @@ __all__ = [
     "evaluate_job",
     "fidelity_job",
     "free_port",
+    "judge_from_env",
     "sft_job",
 ]
+
+JUDGE_URL_ENV = "DREAMGYM_JUDGE_URL"
+JUDGE_MODEL_ENV = "DREAMGYM_JUDGE_MODEL"
+JUDGE_API_KEY_ENV = "DREAMGYM_JUDGE_API_KEY"
 
 
 def free_port() -> int:
@@ -123,9 +128,54 @@ def sft_job(
     }
 
 
-def fidelity_job(environment: str, *, episodes: int, max_steps: int, seed: int) -> dict[str, Any]:
-    """Config of a ``fidelity`` job (the experience model on held-out real transitions)."""
-    return {"environment": environment, "episodes": episodes, "max_steps": max_steps, "seed": seed}
+def fidelity_job(
+    environment: str,
+    *,
+    episodes: int,
+    max_steps: int,
+    seed: int,
+    judge: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Config of a ``fidelity`` job (the experience model on held-out real transitions).
+
+    ``judge``: the optional LLM-judge section (``base_url``, ``model``, ``api_key``, ...; see
+    :func:`judge_from_env`); omitted when ``None``.
+    """
+    config: dict[str, Any] = {
+        "environment": environment,
+        "episodes": episodes,
+        "max_steps": max_steps,
+        "seed": seed,
+    }
+    if judge is not None:
+        config["judge"] = dict(judge)
+    return config
+
+
+def judge_from_env(environ: Mapping[str, str]) -> dict[str, Any] | None:
+    """The ``judge`` section of a ``fidelity`` job from ``DREAMGYM_JUDGE_*`` variables.
+
+    ``DREAMGYM_JUDGE_URL`` (an OpenAI-compatible API root) turns the judge on and
+    ``DREAMGYM_JUDGE_MODEL`` names the model; ``DREAMGYM_JUDGE_API_KEY`` is optional.
+
+    Returns:
+        ``{"base_url", "model"[, "api_key"]}``, or ``None`` when ``DREAMGYM_JUDGE_URL`` is unset
+        or empty.
+
+    Raises:
+        ValueError: a URL without ``DREAMGYM_JUDGE_MODEL``.
+    """
+    url = environ.get(JUDGE_URL_ENV, "").strip()
+    if not url:
+        return None
+    model = environ.get(JUDGE_MODEL_ENV, "").strip()
+    if not model:
+        raise ValueError(f"{JUDGE_URL_ENV} is set but {JUDGE_MODEL_ENV} is not; name the model")
+    judge: dict[str, Any] = {"base_url": url, "model": model}
+    key = environ.get(JUDGE_API_KEY_ENV, "").strip()
+    if key:
+        judge["api_key"] = key
+    return judge
 
 
 def evaluate_job(

@@ -12,12 +12,14 @@ says the reward error ε_R and the transition error ε_P are what matter):
   (rewards are sparse, so plain accuracy alone would hide a model that never rewards);
 - ``termination_accuracy`` — predicted ``terminated`` equals the real flag;
 - ``next_observation_exact_match`` / ``admissible_actions_exact_match``;
-- ``parse_failure_rate`` — predictions that stayed unparseable after the server's retries.
+- ``parse_failure_rate`` — predictions that stayed unparseable after the server's retries;
+- ``judge`` (only with a ``judge``) — the paper's LLM-judge rubric on a sample of the predictions
+  (:func:`agent_trainer.judge.judge_fidelity`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from dreamgym.clients.experience_model import ExperienceModelClient
@@ -25,9 +27,12 @@ from dreamgym.collect import collect
 from dreamgym.envs import make_env
 from dreamgym.envs.splits import seeds as split_seeds
 from dreamgym.experience_types import HistoryEntry, Prediction, PredictQuery
-from dreamgym.types import Trajectory
+from dreamgym.types import Trajectory, Transition
 
-__all__ = ["fidelity_metrics", "heldout_queries", "measure_fidelity"]
+__all__ = ["Judge", "fidelity_metrics", "heldout_queries", "measure_fidelity"]
+
+Judge = Callable[[list[PredictQuery], list[Prediction], list[Transition]], dict[str, Any]]
+"""Scores ``(queries, predictions, labels)`` of a fidelity run (result: ``metrics["judge"]``)."""
 
 
 def heldout_queries(
@@ -91,6 +96,7 @@ def measure_fidelity(
     first_seed_index: int = 500,
     seed: int = 0,
     chunk: int = 128,
+    judge: Judge | None = None,
 ) -> dict[str, Any]:
     """Play held-out real episodes and score the experience model on their transitions.
 
@@ -104,9 +110,11 @@ def measure_fidelity(
             of the policy evaluation, though both are held out from training).
         seed: collection seed.
         chunk: predictions per request.
+        judge: optional LLM judge of the predictions (see :data:`Judge`).
 
     Returns:
-        The metrics of :func:`fidelity_metrics` plus ``real_steps`` used for measuring.
+        The metrics of :func:`fidelity_metrics` plus ``real_steps`` used for measuring, and
+        ``judge`` when a judge is given.
     """
     env = make_env(environment, max_steps=max_steps)
     try:
@@ -125,4 +133,6 @@ def measure_fidelity(
         predictions.extend(client.predict(queries[start : start + chunk]))
     metrics = fidelity_metrics(predictions, labels)
     metrics["real_steps"] = len(labels)
+    if judge is not None:
+        metrics["judge"] = judge(queries, predictions, labels)
     return metrics

@@ -131,12 +131,17 @@ def experiment(
     job_backend: JobBackend = "celery",
 ) -> None:
     """Rows (before RL, SFT, real-env GRPO/PPO with budget B, DreamGym, DreamGym-S2R, ablations)
-    × environments × seeds → experiment.json, experiment.md and plots."""
+    × environments × seeds → experiment.json, experiment.md and plots.
+
+    With DREAMGYM_JUDGE_URL and DREAMGYM_JUDGE_MODEL (and optionally DREAMGYM_JUDGE_API_KEY)
+    set, an LLM judge on that OpenAI-compatible endpoint also scores the experience model."""
     _offline()
     from dreamgym.experiment import preset as make_preset  # noqa: PLC0415
     from dreamgym.experiment.runner import run_experiment  # noqa: PLC0415
+    from dreamgym.pipeline import judge_from_env  # noqa: PLC0415
 
     try:
+        judge = judge_from_env(os.environ)
         cfg = make_preset(
             preset,
             environments=_csv(env),
@@ -158,6 +163,7 @@ def experiment(
         job_backend=job_backend,
         log=lambda m: console.print(m, markup=False),
         keep_running=keep_running,
+        judge=judge,
     )
     console.print(paths["md"].read_text(), markup=False)
     console.print(f"results: {paths['md']}\n         {paths['json']}")

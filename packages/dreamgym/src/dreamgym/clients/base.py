@@ -130,6 +130,8 @@ def raise_for_envelope(response: httpx.Response) -> None:
     try:
         body = response.json()
         info = body.get("error", {}) if isinstance(body, dict) else {}
+        if not isinstance(info, dict):  # e.g. ``{"error": "text"}`` from a foreign server
+            info = {"message": str(info)}
         error_type = info.get("type", error_type)
         message = info.get("message", message)
         param = info.get("param")

@@ -4,7 +4,8 @@ Per environment (a table column), on a fresh stack (its own databases, so column
 tasks or buffers):
 
 1. ``collect`` — real seed data (expert / random / ε-greedy) → replay store; tasks registered;
-2. experience-model SFT → ``/v1/model:reload``; ``fidelity`` on held-out real transitions;
+2. experience-model SFT → ``/v1/model:reload``; ``fidelity`` on held-out real transitions
+   (with an optional LLM judge of the predictions, ``judge``);
 3. ablation experience models, each served by its own experience-model process
    (:meth:`~dreamgym.stack.local.LocalStack.start_replica`): ``no_replay`` (trained and served
    with retrieval off), ``no_reasoning`` (trained without reasoning traces — n/a while no stored
@@ -142,10 +143,17 @@ class _Environment:
     """One column: its stack, shared experience models and every (row, seed) job."""
 
     def __init__(
-        self, cfg: ExperimentConfig, env: str, out_dir: Path, stack: StackConfig, log: Log
+        self,
+        cfg: ExperimentConfig,
+        env: str,
+        out_dir: Path,
+        stack: StackConfig,
+        log: Log,
+        judge: dict[str, Any] | None = None,
     ) -> None:
         self.cfg, self.env, self.out, self.log = cfg, env, out_dir, log
         self.stack = stack
+        self.judge = judge
         self.rows = cfg.ordered_rows()
         self.shared: dict[str, Any] = {}
         self.na: dict[str, str] = {}
@@ -226,7 +234,11 @@ class _Environment:
                 "fidelity",
                 "fidelity",
                 fidelity_job(
-                    self.env, episodes=c.fidelity_episodes, max_steps=c.max_steps, seed=c.seeds[0]
+                    self.env,
+                    episodes=c.fidelity_episodes,
+                    max_steps=c.max_steps,
+                    seed=c.seeds[0],
+                    judge=self.judge,
                 ),
             )
             self.shared["fidelity"] = fidelity.result
@@ -470,6 +482,7 @@ def run_experiment(
     job_backend: str = "celery",
     log: Log | None = None,
     keep_running: bool = False,
+    judge: dict[str, Any] | None = None,
 ) -> dict[str, Path]:
     """Run ``cfg`` and write ``experiment.json``, ``experiment.md`` and the plots.
 
@@ -482,6 +495,8 @@ def run_experiment(
             processes).
         log: progress lines (default: the module logger).
         keep_running: leave the last environment's stack up.
+        judge: the ``judge`` section of every ``fidelity`` job (an LLM judge of the experience
+            model, see :func:`dreamgym.pipeline.judge_from_env`); ``None``: no judge.
 
     Returns:
         ``{"json", "md", "plots": folder}`` paths.
@@ -502,6 +517,7 @@ def run_experiment(
         "shared": {},
         "curves": {},
         "notes": _notes(cfg),
+        "judge": {k: judge.get(k) for k in ("base_url", "model")} if judge else None,  # no key
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     for env in cfg.environments:
@@ -513,7 +529,7 @@ def run_experiment(
             history_length=cfg.history_length,
             device=cfg.device,
         )
-        column = _Environment(cfg, env, env_dir, stack, log)
+        column = _Environment(cfg, env, env_dir, stack, log, judge)
         local = LocalStack(stack)
         t0 = time.perf_counter()
         try:

@@ -273,6 +273,32 @@ def _table(
     return [*lines, ""]
 
 
+_JUDGE_CRITERIA = {
+    "causal_consistency": "causal consistency",
+    "diversity": "diversity",
+    "informativeness": "informativeness",
+    "hallucination": "hallucination & failure feedback",
+}
+
+
+def _judge_line(judge: Mapping[str, Any]) -> str:
+    """One line of the LLM-judge rubric means (0–2, higher is better) of a ``fidelity`` job."""
+    means = judge.get("means") or {}
+    scores = [
+        f"{label} {means[key]:.2f}"
+        for key, label in _JUDGE_CRITERIA.items()
+        if isinstance(means.get(key), int | float)
+    ]
+    counts = (
+        f"{judge.get('judged', 0)} of {judge.get('sampled', 0)} sampled transitions judged, "
+        f"{judge.get('parse_failures', 0)} unparseable replies"
+    )
+    if judge.get("error"):
+        counts += f"; stopped: {str(judge['error'])[:120]}"
+    body = ", ".join(scores) if scores else "no transition judged"
+    return f"LLM judge ({judge.get('model', '?')}, 0–2, higher is better): {body} ({counts})."
+
+
 def markdown_report(result: Mapping[str, Any]) -> str:
     """``experiment.md``: Table 1/2 layout, per-seed rates, costs, claims, n/a reasons, notes.
 
@@ -384,6 +410,8 @@ def markdown_report(result: Mapping[str, Any]) -> str:
             keys = ("reward_accuracy", "termination_accuracy", "next_observation_exact_match")
             parts = [f"{k} {fidelity[k]:.3f}" for k in keys if fidelity.get(k) is not None]
             lines.append(f"  Experience model on held-out real transitions: {', '.join(parts)}.")
+        if isinstance(fidelity.get("judge"), dict):
+            lines.append(f"  {_judge_line(fidelity['judge'])}")
     for note in result.get("notes", []):
         lines.append(f"- {note}")
     lines += ["", "### Plots", ""]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, Field, TypeAdapter, ValidationError
 
@@ -16,6 +17,7 @@ __all__ = [
     "CollectJobConfig",
     "FidelityJobConfig",
     "GRPOJobConfig",
+    "JudgeConfig",
     "PPOJobConfig",
     "ServiceURLs",
     "VALIDATORS",
@@ -31,8 +33,16 @@ def _behaviour_policy(name: str) -> str:
     return name
 
 
+def _http_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"must be an http(s) URL such as 'http://vllm:8000/v1', got {url!r}")
+    return url
+
+
 RealEnvironment = Annotated[str, AfterValidator(check_real_environment)]
 BehaviourPolicy = Annotated[str, AfterValidator(_behaviour_policy)]
+HttpURL = Annotated[str, AfterValidator(_http_url)]
 
 
 class ServiceURLs(WireModel):
@@ -69,13 +79,50 @@ class CollectJobConfig(WireModel):
     services: ServiceURLs = Field(default_factory=ServiceURLs)
 
 
+class JudgeConfig(WireModel):
+    """The optional LLM judge of a ``fidelity`` job (rubric of arXiv 2511.03773, Appendix C.4).
+
+    Attributes:
+        base_url: OpenAI-compatible API root; ``/chat/completions`` is appended (a bare server
+            root such as ``http://vllm:8000`` gets ``/v1`` first).
+        model: the judge model's name (the paper uses GPT-4o).
+        api_key: optional bearer token for the endpoint; never returned by the job API nor
+            written to the job's result or logs.
+        max_transitions: transitions judged, sampled with the job's ``seed`` from the held-out
+            transitions the experience model predicted (paper: 100 trajectories).
+        timeout_s: per-request timeout, seconds.
+        max_retries: retries of a request on 429, 5xx and connection errors.
+        concurrency: judge requests in flight at once.
+        max_tokens: reply length limit, tokens.
+    """
+
+    base_url: HttpURL
+    model: str = Field(min_length=1)
+    api_key: str | None = Field(default=None, repr=False)
+    max_transitions: int = Field(default=100, ge=1, le=10_000)
+    timeout_s: float = Field(default=60.0, gt=0, le=600)
+    max_retries: int = Field(default=4, ge=0, le=10)
+    concurrency: int = Field(default=4, ge=1, le=32)
+    max_tokens: int = Field(default=512, ge=16, le=16_384)
+
+
 class FidelityJobConfig(WireModel):
-    """Experience-model fidelity on held-out real transitions."""
+    """Experience-model fidelity on held-out real transitions.
+
+    Attributes:
+        environment: real environment id.
+        episodes: held-out real episodes played (eval split).
+        max_steps: their step limit.
+        seed: collection seed, also the judge's sampling seed.
+        judge: the optional LLM-judge rubric (:class:`JudgeConfig`); ``None``: not judged.
+        services: where the experience model is.
+    """
 
     environment: RealEnvironment = "twx-coin"
     episodes: int = Field(default=60, ge=1, le=10_000)
     max_steps: int = Field(default=10, ge=1, le=1000)
     seed: int = 0
+    judge: JudgeConfig | None = None
     services: ServiceURLs = Field(default_factory=ServiceURLs)
 
 
@@ -149,6 +196,11 @@ def _bc(config: dict[str, Any]) -> dict[str, Any]:
     return job.model_dump()
 
 
+def _fidelity(config: dict[str, Any]) -> dict[str, Any]:
+    job = FidelityJobConfig.model_validate(config)
+    return job.model_dump(exclude={"judge"} if job.judge is None else None)  # as before judges
+
+
 def _evaluate(config: dict[str, Any]) -> dict[str, Any]:
     job = EvaluateJobConfig.model_validate(config)
     _validate_section(_EVAL, "evaluate", job.evaluate)
@@ -157,7 +209,7 @@ def _evaluate(config: dict[str, Any]) -> dict[str, Any]:
 
 VALIDATORS = {
     "collect": lambda c: CollectJobConfig.model_validate(c).model_dump(),
-    "fidelity": lambda c: FidelityJobConfig.model_validate(c).model_dump(),
+    "fidelity": _fidelity,
     "grpo": _grpo,
     "ppo": _ppo,
     "evaluate": _evaluate,

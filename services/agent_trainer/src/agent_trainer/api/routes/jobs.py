@@ -2,7 +2,8 @@
 
 Another team's job id answers 404 exactly like an unknown one; a team over its active-job quota
 gets 429 with ``Retry-After``. The submitting key is forwarded to the job (so it reads and writes
-the team's own data on the other services) and is never part of a response.
+the team's own data on the other services) and is never part of a response; nor is the key of a
+``fidelity`` job's LLM judge.
 """
 
 from __future__ import annotations
@@ -44,13 +45,20 @@ def _runner(request: Request) -> JobRunner:
 RunnerDep = Annotated[JobRunner, Depends(_runner)]
 
 
+SECRET_SECTIONS = ("services", "judge")
+"""Config sections whose ``api_key`` no response shows: the forwarded team key, the judge's key."""
+
+
 def public(record: JobRecord) -> JobRecord:
-    """``record`` without the forwarded API key (what every response shows)."""
-    services = record.config.get("services")
-    if not isinstance(services, dict) or "api_key" not in services:
+    """``record`` without the API keys of :data:`SECRET_SECTIONS` (what every response shows)."""
+    config = dict(record.config)
+    for name in SECRET_SECTIONS:
+        section = config.get(name)
+        if isinstance(section, dict) and "api_key" in section:
+            config[name] = {k: v for k, v in section.items() if k != "api_key"}
+    if config == record.config:
         return record
-    clean = {k: v for k, v in services.items() if k != "api_key"}
-    return record.model_copy(update={"config": {**record.config, "services": clean}})
+    return record.model_copy(update={"config": config})
 
 
 def owned(runner: JobRunner, job_id: str, team: str) -> JobRecord:
