@@ -98,3 +98,34 @@ def test_run_lock_is_exclusive_until_it_expires(store):
 def test_non_redis_url_is_refused():
     with pytest.raises(ValueError, match="redis://"):
         RedisJobStore.from_url("amqp://guest@localhost//", "svc")
+
+
+def test_finished_jobs_expire_after_the_retention_and_leave_the_index(redis_url):
+    store = RedisJobStore.from_url(redis_url, "retention", finished_ttl_s=0.5)
+    try:
+        store.create(record("job-done", "2026-01-01T00:00:00+00:00"))
+        store.create(record("job-live", "2026-01-02T00:00:00+00:00"))
+        store.append_metrics("job-done", {"step": 0, "loss": 1.0})
+        store.request_cancel("job-done")
+        store.transition("job-done", None, state="running")
+        running_ttl = store.redis.pttl(store._key("job-done"))
+        store.transition("job-done", None, state="cancelled")
+        store.transition("job-live", None, state="running")
+
+        assert running_ttl == -1  # an active job never expires
+        assert 0 < store.redis.pttl(store._key("job-done", ":metrics")) <= 500
+        time.sleep(0.8)
+
+        assert store.get("job-done") is None and store.metrics("job-done") == []
+        assert not store.cancel_requested("job-done")
+        assert [r.job_id for r in store.list()] == ["job-live"]
+        assert store.redis.zrange(f"{store.prefix}:index", 0, -1) == [b"job-live"]
+    finally:
+        store.close()
+
+
+def test_without_retention_finished_jobs_are_kept(store):
+    store.create(record("job-a", "2026-01-01T00:00:00+00:00"))
+    store.transition("job-a", None, state="succeeded")
+
+    assert store.redis.pttl(store._key("job-a")) == -1

@@ -96,6 +96,8 @@ class CelerySettings(BaseSettings):
         max_retries: attempts after the first (errors and lost workers); then the job fails.
         retry_backoff_s / retry_backoff_max_s: exponential backoff between retries (seconds).
         job_modules: comma-separated module prefixes a job target may come from.
+        finished_job_ttl_s: seconds a finished job's record and metric curve stay in Redis
+            (default 30 days; its files on disk are not touched).
     """
 
     model_config = SettingsConfigDict(env_prefix="DREAMGYM_CELERY_", extra="ignore")
@@ -109,6 +111,7 @@ class CelerySettings(BaseSettings):
     retry_backoff_s: float = Field(default=10.0, ge=0)
     retry_backoff_max_s: float = Field(default=600.0, ge=0)
     job_modules: str = "agent_trainer.jobs,experience_model.training"
+    finished_job_ttl_s: float = Field(default=30 * 86400.0, gt=0)
 
     @property
     def heartbeat_s(self) -> float:
@@ -347,7 +350,9 @@ def _deliver(
     task: Task, settings: CelerySettings, *, namespace: str, job_id: str, **kwargs: str
 ) -> dict[str, str]:
     """Handle one delivery of a job message (the body of :data:`RUN_JOB`)."""
-    store = RedisJobStore.from_url(settings.broker_url, namespace)
+    store = RedisJobStore.from_url(
+        settings.broker_url, namespace, finished_ttl_s=settings.finished_job_ttl_s
+    )
     try:
         record = store.get(job_id)
         if record is None or record.state in FINAL_STATES:

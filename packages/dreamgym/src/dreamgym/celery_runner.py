@@ -72,10 +72,11 @@ class CeleryJobRunner:
         self.validators = dict(validators or {})
         self.namespace = namespace
         self.route = route or (lambda _kind, _config: "cpu")
-        self.store = RedisJobStore.from_url(broker_url, namespace, timeout_s=5.0)
-        self.app = create_celery_app(
-            CelerySettings(broker_url=broker_url, result_backend=result_backend)
+        settings = CelerySettings(broker_url=broker_url, result_backend=result_backend)
+        self.store = RedisJobStore.from_url(
+            broker_url, namespace, timeout_s=5.0, finished_ttl_s=settings.finished_job_ttl_s
         )
+        self.app = create_celery_app(settings)
 
     # -- API ------------------------------------------------------------------------------------
     def submit(self, kind: str, config: dict[str, Any], team: str = "default") -> JobRecord:

@@ -9,7 +9,9 @@ Keys (``<p>`` = ``dreamgym:jobs:<namespace>``, the namespace being the owning se
 - ``<p>:job:<id>:lock`` — the run lock (a token with a TTL the running worker keeps extending).
 
 Every change of a record is a compare-and-set (``WATCH``/``MULTI``) on its state, so a worker
-finishing a job and a service cancelling it cannot overwrite each other.
+finishing a job and a service cancelling it cannot overwrite each other. A job's keys expire
+``finished_ttl_s`` after it reached a final state (retention; the index forgets expired ids the
+next time it is listed), so a long-lived deployment does not grow its Redis without bound.
 """
 
 from __future__ import annotations
@@ -37,14 +39,26 @@ class RedisJobStore:
     Args:
         client: a Redis client (``decode_responses`` off or on; both work).
         namespace: the owning service (``"agent_trainer"``); separates records in one Redis.
+        finished_ttl_s: seconds a finished job's record, metrics and flags are kept after it
+            reached a final state (``None``: forever).
     """
 
-    def __init__(self, client: redis.Redis, namespace: str) -> None:
+    def __init__(
+        self, client: redis.Redis, namespace: str, *, finished_ttl_s: float | None = None
+    ) -> None:
         self.redis = client
         self.prefix = f"dreamgym:jobs:{namespace}"
+        self.finished_ttl_s = finished_ttl_s
 
     @classmethod
-    def from_url(cls, url: str, namespace: str, *, timeout_s: float = 10.0) -> RedisJobStore:
+    def from_url(
+        cls,
+        url: str,
+        namespace: str,
+        *,
+        timeout_s: float = 10.0,
+        finished_ttl_s: float | None = None,
+    ) -> RedisJobStore:
         """A store on ``redis://`` / ``rediss://`` ``url``.
 
         Raises:
@@ -55,7 +69,7 @@ class RedisJobStore:
         client = redis.Redis.from_url(
             url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
         )
-        return cls(client, namespace)
+        return cls(client, namespace, finished_ttl_s=finished_ttl_s)
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -83,9 +97,17 @@ class RedisJobStore:
         """All records (optionally in one state), newest first."""
         ids = [_text(i) for i in self.redis.zrevrange(f"{self.prefix}:index", 0, -1)]
         records: list[JobRecord] = []
+        expired: list[str] = []
         for start in range(0, len(ids), chunk):
-            raws = self.redis.mget([self._key(i) for i in ids[start : start + chunk]])
-            records.extend(JobRecord.model_validate_json(r) for r in raws if r is not None)
+            batch = ids[start : start + chunk]
+            raws = self.redis.mget([self._key(i) for i in batch])
+            for job_id, raw in zip(batch, raws, strict=True):
+                if raw is None:
+                    expired.append(job_id)
+                else:
+                    records.append(JobRecord.model_validate_json(raw))
+        if expired:  # retention removed them: the index forgets them too
+            self.redis.zrem(f"{self.prefix}:index", *expired)
         return [r for r in records if state is None or r.state == state]
 
     def transition(
@@ -110,6 +132,10 @@ class RedisJobStore:
                     record = record.model_copy(update=fields)
                     pipe.multi()
                     pipe.set(key, record.model_dump_json())
+                    if self.finished_ttl_s is not None and record.state not in ACTIVE_STATES:
+                        ttl_ms = max(1, int(self.finished_ttl_s * 1000))
+                        for suffix in ("", ":metrics", ":cancel"):
+                            pipe.pexpire(self._key(job_id, suffix), ttl_ms)
                     pipe.execute()
                     return record
                 except redis.WatchError:  # someone else changed it first: read again
