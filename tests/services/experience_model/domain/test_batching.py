@@ -349,3 +349,22 @@ async def test_batcher_does_not_wait_for_a_withdrawn_announcement(stopper):
 
     assert loop.time() - start < 0.25
     assert batcher._arriving == 0
+
+
+async def test_batcher_waits_longer_for_returning_callers_when_batches_are_slow(stopper):
+    """Callers straggling back over 60 ms (beyond max_wait_s = 10 ms) still share one batch when
+    a batch takes 200 ms: the return window is half the last batch's duration."""
+    keys = ["a", "b", "c", "d"]
+    slow, fast = Recorder(delay_s=0.2), Recorder(delay_s=0.0)
+    slow_batcher = MicroBatcher(slow, max_batch_size=8, max_wait_s=0.01, idle_s=0.005)
+    fast_batcher = MicroBatcher(fast, max_batch_size=8, max_wait_s=0.01, idle_s=0.005)
+    stopper(slow_batcher)
+    stopper(fast_batcher)
+
+    for batcher in (slow_batcher, fast_batcher):
+        await _round(batcher, keys, [0.0] * 4)
+        await _round(batcher, keys, [0.0, 0.02, 0.04, 0.06])
+
+    assert slow_batcher.return_window_s == pytest.approx(0.1, abs=0.05)
+    assert [len(b) for b in slow.batches] == [4, 4]
+    assert len(fast.batches) > 2  # a fast model is not held back: it runs the stragglers apart

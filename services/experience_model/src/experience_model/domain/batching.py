@@ -6,9 +6,12 @@ Concurrent ``/step`` calls from different episodes are queued; a single worker t
 retrieval call, one ``generate`` over the batch).
 
 Returning callers: an item may carry a ``key`` (the episode id). A key whose result was delivered
-less than ``max_wait_s`` ago is expected back (a rollout worker steps its episode again as soon
-as it has the observation), so while such keys are missing from the batch being gathered the
-worker waits for them — up to ``max_wait_s``, not just ``idle_s``. Without this, clients whose
+less than the *return window* ago is expected back (a rollout worker steps its episode again as
+soon as it has the observation), so while such keys are missing from the batch being gathered the
+worker waits for them — up to the return window, not just ``idle_s``. The return window is
+``max_wait_s`` or ``return_wait_fraction`` × the duration of the last batch, whichever is longer:
+when one model call takes 200 ms, waiting 100 ms for the other half of the clients (whose HTTP
+round trips through one event loop take tens of milliseconds) beats running two half batches. Without this, clients whose
 answers went out while the next batch was already being gathered come back a few milliseconds
 late and the batches settle into alternating halves. :meth:`MicroBatcher.forget` drops a key
 whose episode ended.
@@ -93,6 +96,8 @@ class MicroBatcher(Generic[In, Out]):
             from a trainer (all of a group's steps at once) land in one batch, while a lone
             client waits at most ``idle_s``.
         on_batch: called with the size of every batch handed to ``process`` (metrics).
+        return_wait_fraction: the return window is at least this fraction of the last batch's
+            processing time (see the module docstring; 0 → always ``max_wait_s``).
     """
 
     def __init__(
@@ -104,6 +109,7 @@ class MicroBatcher(Generic[In, Out]):
         max_queue: int = 4096,
         idle_s: float | None = None,
         on_batch: Callable[[int], None] | None = None,
+        return_wait_fraction: float = 0.5,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
@@ -119,6 +125,8 @@ class MicroBatcher(Generic[In, Out]):
         self._arriving = 0  # announced callers that have not submitted yet
         self._worker: asyncio.Task[None] | None = None
         self._on_batch = on_batch
+        self.return_wait_fraction = return_wait_fraction
+        self._last_process_s = 0.0  # how long the last batch took (sets the return window)
         self.stats = BatchStats()
 
     @property
@@ -205,13 +213,19 @@ class MicroBatcher(Generic[In, Out]):
         batch.append(entry)
         return entry[2] is not None and self._returning.pop(entry[2], None) is not None
 
+    @property
+    def return_window_s(self) -> float:
+        """How long an answered key is expected back (seconds; see the module docstring)."""
+        return max(self.max_wait_s, self.return_wait_fraction * self._last_process_s)
+
     def _expected_until(self, now: float) -> float:
         """Latest time a recently answered key is still expected back (``0`` if none is).
 
         ``_returning`` is kept in answer-time order, so expired keys are at its front and the
         latest answer is its last value.
         """
-        horizon = now - self.max_wait_s
+        window = self.return_window_s
+        horizon = now - window
         while self._returning:
             oldest = next(iter(self._returning))
             if self._returning[oldest] >= horizon:
@@ -219,7 +233,7 @@ class MicroBatcher(Generic[In, Out]):
             del self._returning[oldest]
         if not self._returning:
             return 0.0
-        return next(reversed(self._returning.values())) + self.max_wait_s
+        return next(reversed(self._returning.values())) + window
 
     async def _collect(self) -> list[_Entry[In, Out]]:
         assert self._queue is not None
@@ -227,15 +241,20 @@ class MicroBatcher(Generic[In, Out]):
         all_returning = True
         while not batch:  # abandoned items neither open a batch nor take a place in one
             all_returning = self._take(await self._queue.get(), batch)
-        deadline = time.monotonic() + self.max_wait_s
+        start = time.monotonic()
+        deadline = start + self.max_wait_s  # for callers nobody is expecting
+        return_deadline = start + self.return_window_s  # for callers we just answered
         while len(batch) < self.max_batch_size:
             now = time.monotonic()
             expected = self._expected_until(now)  # callers just answered are waited for
             if self._arriving > 0:  # announced callers are on their way
-                expected = deadline
+                expected = return_deadline
             elif expected <= now and self._queue.empty() and all_returning:
                 break  # the callers we know of are all here and nobody is on the way
-            until = min(deadline, expected if expected > now else now + self.idle_s)
+            if expected > now:
+                until = min(return_deadline, expected)
+            else:
+                until = min(deadline, now + self.idle_s)
             remaining = until - now
             try:
                 if remaining <= 0:
@@ -262,6 +281,7 @@ class MicroBatcher(Generic[In, Out]):
             self.stats.last_batch_size = len(live)
             if self._on_batch is not None:
                 self._on_batch(len(live))
+            started = time.monotonic()
             try:
                 results = await self._process([entry[0] for entry in live])
             except asyncio.CancelledError:  # stopped mid-batch: release the callers
@@ -272,6 +292,7 @@ class MicroBatcher(Generic[In, Out]):
                 logger.exception("batch of %d failed", len(live))
                 results = [exc] * len(live)
             answered_at = time.monotonic()
+            self._last_process_s = answered_at - started
             for (_, fut, key), result in zip(live, results, strict=True):
                 if key is not None:
                     self._returning.pop(key, None)  # re-insert: keeps answer-time order
