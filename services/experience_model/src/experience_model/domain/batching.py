@@ -11,8 +11,8 @@ soon as it has the observation), so while such keys are missing from the batch b
 worker waits for them — up to the return window, not just ``idle_s``. The return window is
 ``max_wait_s`` or ``return_wait_fraction`` × the duration of the last batch, whichever is longer:
 when one model call takes 200 ms, waiting 100 ms for the other half of the clients (whose HTTP
-round trips through one event loop take tens of milliseconds) beats running two half batches. Without this, clients whose
-answers went out while the next batch was already being gathered come back a few milliseconds
+round trips through one event loop take tens of milliseconds) beats running two half batches.
+Without this, clients whose answers went out while the next batch was already being gathered come back a few milliseconds
 late and the batches settle into alternating halves. :meth:`MicroBatcher.forget` drops a key
 whose episode ended.
 
