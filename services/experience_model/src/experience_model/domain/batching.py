@@ -12,13 +12,13 @@ worker waits for them — up to the return window, not just ``idle_s``. The retu
 ``max_wait_s`` or ``return_wait_fraction`` × the duration of the last batch, whichever is longer:
 when one model call takes 200 ms, waiting 100 ms for the other half of the clients (whose HTTP
 round trips through one event loop take tens of milliseconds) beats running two half batches.
-Without this, clients whose answers went out while the next batch was already being gathered come back a few milliseconds
-late and the batches settle into alternating halves. :meth:`MicroBatcher.forget` drops a key
+Without this, clients whose answers went out while the next batch was already being gathered
+come back a few milliseconds late and the batches settle into alternating halves. :meth:`MicroBatcher.forget` drops a key
 whose episode ended.
 
 Announced callers: a caller that will submit soon (a ``/step`` that is still reading its episode)
 holds :meth:`MicroBatcher.arrival`; while any announced caller has not submitted yet the worker
-waits for it (up to ``max_wait_s``). When every caller in the batch is a returning one, no other
+waits for it (up to the return window). When every caller in the batch is a returning one, no other
 answered key is expected back and no announced caller is on its way, the batch goes at once,
 without the ``idle_s`` wait: a lone client stepping its episode pays no batching delay, while
 the first steps of a burst (new keys) still wait ``idle_s`` for each other. The queue is bounded:
