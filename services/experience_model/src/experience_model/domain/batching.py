@@ -13,8 +13,8 @@ worker waits for them — up to the return window, not just ``idle_s``. The retu
 when one model call takes 200 ms, waiting 100 ms for the other half of the clients (whose HTTP
 round trips through one event loop take tens of milliseconds) beats running two half batches.
 Without this, clients whose answers went out while the next batch was already being gathered
-come back a few milliseconds late and the batches settle into alternating halves. :meth:`MicroBatcher.forget` drops a key
-whose episode ended.
+come back a few milliseconds late and the batches settle into alternating halves.
+:meth:`MicroBatcher.forget` drops a key whose episode ended.
 
 Announced callers: a caller that will submit soon (a ``/step`` that is still reading its episode)
 holds :meth:`MicroBatcher.arrival`; while any announced caller has not submitted yet the worker
