@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import uvicorn
-
 from agent_trainer.main import create_app
 from agent_trainer.settings import get_settings
+from dreamgym.server.run import serve
 
 
 def main() -> None:
     """Run the service on ``AGENT_TRAINER_HOST:AGENT_TRAINER_PORT``."""
     settings = get_settings()
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_config=None)
+    serve(create_app(settings), settings.host, settings.port)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import uvicorn
-
+from dreamgym.server.run import serve
 from experience_model.main import create_app
 from experience_model.settings import get_settings
 
@@ -11,7 +10,7 @@ from experience_model.settings import get_settings
 def main() -> None:
     """Run the service on ``EXPERIENCE_MODEL_HOST:EXPERIENCE_MODEL_PORT``."""
     settings = get_settings()
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_config=None)
+    serve(create_app(settings), settings.host, settings.port)
 
 
 if __name__ == "__main__":

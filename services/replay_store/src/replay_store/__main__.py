@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import uvicorn
-
+from dreamgym.server.run import serve
 from replay_store.main import create_app
 from replay_store.settings import get_settings
 
@@ -11,12 +10,7 @@ from replay_store.settings import get_settings
 def main() -> None:
     """Run the service on ``REPLAY_STORE_HOST:REPLAY_STORE_PORT``."""
     settings = get_settings()
-    uvicorn.run(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        log_config=None,  # the app configures logging (JSON lines) itself
-    )
+    serve(create_app(settings), settings.host, settings.port)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import uvicorn
-
+from dreamgym.server.run import serve
 from task_generator.main import create_app
 from task_generator.settings import get_settings
 
@@ -11,12 +10,7 @@ from task_generator.settings import get_settings
 def main() -> None:
     """Run the service on ``TASK_GENERATOR_HOST:TASK_GENERATOR_PORT``."""
     settings = get_settings()
-    uvicorn.run(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        log_config=None,  # the app configures logging (JSON lines) itself
-    )
+    serve(create_app(settings), settings.host, settings.port)
 
 
 if __name__ == "__main__":
