@@ -386,15 +386,43 @@ class LoadStats:
 async def load_client(
     client: httpx.AsyncClient, url: str, i: int, until: float, episode_steps: int, st: LoadStats
 ) -> None:
-    """Play episodes until ``until``: step, verify what the server kept, close, repeat."""
-    episode, committed = await reset(client, url, seed=i, max_steps=episode_steps), 0
+    """Play episodes until ``until``: step, verify what the server kept, close, repeat.
+
+    A transport error (connection dropped) is counted in ``client_errors`` and the episode is
+    re-read from the server before going on, so a step whose answer was lost is not mistaken for
+    a lost transition; an episode is *lost* only when the server forgot transitions it answered.
+    """
+
+    async def call(method: str, path: str, **kwargs: Any) -> httpx.Response | None:
+        try:
+            return await client.request(method, f"{url}{path}", **kwargs)
+        except httpx.HTTPError as exc:
+            st.client_errors[type(exc).__name__] += 1
+            await asyncio.sleep(0.5)
+            return None
+
+    body = {"task": TASK.model_dump(mode="json"), "seed": i, "max_steps": episode_steps}
+
+    async def new_episode() -> str:
+        while True:
+            r = await call("POST", "/v1/episodes", json=body)
+            if r is not None and r.status_code == 201:
+                return str(r.json()["episode_id"])
+            if r is not None and r.status_code == 429:
+                st.throttled += 1
+                await asyncio.sleep(float(r.headers.get("Retry-After", "1")))
+            elif r is not None:
+                st.statuses[r.status_code] += 1
+
+    episode, committed = await new_episode(), 0
     while True:
         finished = False
         if time.monotonic() < until:
-            try:
-                r = await client.post(f"{url}/v1/episodes/{episode}/step", json={"action": ACTION})
-            except httpx.HTTPError as exc:
-                st.client_errors[type(exc).__name__] += 1
+            r = await call("POST", f"/v1/episodes/{episode}/step", json={"action": ACTION})
+            if r is None:  # the answer was lost: what did the server commit?
+                detail = await call("GET", f"/v1/episodes/{episode}")
+                if detail is not None and detail.status_code == 200:
+                    committed = len(detail.json()["transitions"])
                 continue
             st.statuses[r.status_code] += 1
             if r.status_code == 429:
@@ -403,7 +431,7 @@ async def load_client(
                 continue
             if r.status_code == 404:
                 st.lost += 1
-                episode, committed = await reset(client, url, i, episode_steps), 0
+                episode, committed = await new_episode(), 0
                 continue
             if r.status_code == 200:
                 st.steps += 1
@@ -411,14 +439,17 @@ async def load_client(
                 finished = r.json()["terminated"] or r.json()["truncated"]
             if not finished:
                 continue
-        detail = await client.get(f"{url}/v1/episodes/{episode}")
-        if detail.status_code != 200 or len(detail.json()["transitions"]) != committed:
+        detail = await call("GET", f"/v1/episodes/{episode}")
+        if detail is not None and (
+            detail.status_code != 200 or len(detail.json()["transitions"]) != committed
+        ):
             st.lost += 1
-        if (await client.delete(f"{url}/v1/episodes/{episode}")).status_code == 204:
+        closed = await call("DELETE", f"/v1/episodes/{episode}")
+        if closed is not None and closed.status_code == 204:
             st.episodes_closed += 1
         if time.monotonic() >= until:
             return
-        episode, committed = await reset(client, url, seed=i, max_steps=episode_steps), 0
+        episode, committed = await new_episode(), 0
 
 
 async def sample_memory(url: str, pid: int, every_s: float, st: LoadStats, out: list[dict]) -> None:
@@ -433,6 +464,7 @@ async def sample_memory(url: str, pid: int, every_s: float, st: LoadStats, out: 
                 "live_episodes": m.get("experience_model_live_episodes"),
                 "queue_depth": m.get("experience_model_queue_depth"),
                 "steps_per_s": round((st.steps - last_steps) / every_s, 1) if out else None,
+                "episodes_closed": st.episodes_closed,
             }
             last_steps = st.steps
             out.append(row)
@@ -473,20 +505,27 @@ async def run_load(url: str, pid: int, args: argparse.Namespace) -> dict[str, An
         "throttled_429": st.throttled,
         "client_errors": dict(st.client_errors),
         "live_episodes_after": final.get("experience_model_live_episodes"),
-        "memory": memory_verdict(memory, args.flat_tolerance),
+        "memory": memory_verdict(memory, args.flat_tolerance, args.episodes),
         "memory_samples": memory,
     }
 
 
-def memory_verdict(samples: list[dict], tolerance: float) -> dict[str, Any]:
-    """RSS after the first 20% of the run (warm-up) vs at the end: flat if within ``tolerance``."""
-    if len(samples) < 3:
-        return {"flat": None, "reason": "too few samples"}
-    warm = samples[max(1, len(samples) // 5)]["rss_mib"]
-    end, peak = samples[-1]["rss_mib"], max(s["rss_mib"] for s in samples)
-    growth = (end - warm) / warm
+def memory_verdict(samples: list[dict], tolerance: float, episodes: int) -> dict[str, Any]:
+    """Is RSS flat once the load is in steady state?
+
+    Episodes grow for their whole length (every step adds a transition), so RSS rises until
+    every client has finished its first episode; flatness is judged from that sample on (RSS
+    there vs at the end, within ``tolerance``). Without such a sample the run was too short.
+    """
+    steady = next((k for k, s in enumerate(samples) if s["episodes_closed"] >= episodes), None)
+    if steady is None or len(samples) - steady < 3:
+        return {"flat": None, "reason": "no steady state: run longer than one episode per client"}
+    start = samples[steady]["rss_mib"]
+    end, peak = samples[-1]["rss_mib"], max(s["rss_mib"] for s in samples[steady:])
+    growth = (end - start) / start
     return {
-        "rss_after_warmup_mib": warm,
+        "steady_from_s": samples[steady]["t_s"],
+        "rss_at_steady_state_mib": start,
         "rss_end_mib": end,
         "rss_peak_mib": peak,
         "growth": round(growth, 3),
