@@ -10,7 +10,6 @@ games: in-process, and once through the trainer's job API (a spawned job process
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -18,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from fastapi.testclient import TestClient
@@ -31,6 +29,7 @@ from agent_trainer.main import create_app
 from agent_trainer.settings import Settings
 from dreamgym.clients.base import API_KEY_ENV
 from dreamgym.jobs import JobContext, JobRecord
+from dreamgym.testing.live import serve_app
 
 KEY = "sk-judge-0123456789abcdef"
 JUDGE_MODEL = "rubric-judge-test"
@@ -133,20 +132,8 @@ def make_app(script: Script) -> FastAPI:
 def server() -> Iterator[tuple[str, Script]]:
     """``(root_url, script)`` of the fake server on a free loopback port (real uvicorn)."""
     script = Script()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    uv = uvicorn.Server(uvicorn.Config(make_app(script), log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20.0
-    while not uv.started:
-        assert time.monotonic() < deadline, "fake OpenAI server did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}", script
-    uv.should_exit = True
-    thread.join(10.0)
-    sock.close()
+    with serve_app(make_app(script)) as url:
+        yield url, script
 
 
 def expected_judge(script: Script) -> dict[str, Any]:

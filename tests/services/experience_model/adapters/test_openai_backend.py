@@ -14,8 +14,6 @@ cross-backend comparison with the transformers backend.
 from __future__ import annotations
 
 import os
-import socket
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,7 +21,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
@@ -32,6 +29,7 @@ from dreamgym.llm.base import SamplingParams
 from dreamgym.llm.models import load_causal_lm
 from dreamgym.llm.openai_backend import OpenAICompatibleBackend
 from dreamgym.llm.transformers_backend import TransformersBackend
+from dreamgym.testing.live import serve_app
 from experience_model.domain.prompts import HistoryStep
 from experience_model.domain.simulator import ExperienceModel, SamplingConfig, StepQuery
 from experience_model.main import create_app
@@ -93,20 +91,8 @@ def tiny() -> TransformersBackend:
 def server(tiny) -> Iterator[tuple[str, FastAPI]]:
     """``(base_url, app)`` of the fake server on a free loopback port (real uvicorn)."""
     app = completions_app(TransformersBackend(model=tiny.model, tokenizer=tiny.tokenizer))
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20.0
-    while not uv.started:
-        assert time.monotonic() < deadline, "fake OpenAI server did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}", app
-    uv.should_exit = True
-    thread.join(10.0)
-    sock.close()
+    with serve_app(app) as url:
+        yield url, app
 
 
 def queries() -> list[StepQuery]:
