@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import torch
 
+from dreamgym.llm.transformers_backend import kv_cache_kwargs, output_kv_cache
 from dreamgym.types import AbstractState
 
 __all__ = ["Decision", "HistoryItem", "LMPolicy", "PolicyEvaluation", "build_agent_prompt"]
@@ -242,7 +243,7 @@ class LMPolicy:
                 input_ids=torch.tensor(step_tokens, device=self.device)[:, None],
                 attention_mask=mask,
                 position_ids=pos,
-                past_key_values=out.past_key_values,
+                **kv_cache_kwargs(self.model, output_kv_cache(out)),
                 use_cache=True,
             )
         return [self._decision(i, prompts, comp, lps, allowed_sets, states) for i in range(n)]

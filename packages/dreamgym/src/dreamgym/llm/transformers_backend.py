@@ -13,6 +13,8 @@ from-config models of the CPU demo, SmolLM2, Qwen or Llama on a GPU.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import threading
 from pathlib import Path
 from typing import Any
@@ -72,6 +74,26 @@ def sample_next_tokens(
     picked = torch.searchsorted(cdf, targets, right=True).squeeze(1)
     out[index] = picked.clamp(max=logits.shape[1] - 1)
     return out.cpu()
+
+
+@functools.cache
+def _cache_keyword(model_type: type) -> str:
+    params = inspect.signature(model_type.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def kv_cache_kwargs(model: Any, cache: Any) -> dict[str, Any]:
+    """The forward keyword that passes a KV cache to ``model``: ``cache`` in newer transformers
+    (``past_key_values`` is deprecated there, to be removed in 5.40), ``past_key_values`` before.
+    A peft wrapper forwards keywords to its base model, which decides."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return {_cache_keyword(type(base)): cache}
+
+
+def output_kv_cache(out: Any) -> Any:
+    """The KV cache a forward returned (``out.cache``, or ``out.past_key_values`` before 5.x)."""
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else getattr(out, "past_key_values", None)
 
 
 class TransformersBackend:
@@ -161,12 +183,12 @@ class TransformersBackend:
             input_ids=input_ids,
             attention_mask=mask[:, :width],
             position_ids=position_ids,
-            past_key_values=cache,
+            **kv_cache_kwargs(self.model, cache),
             cache_position=torch.arange(width, device=self.device),
             use_cache=True,
             logits_to_keep=1,
         )
-        cache = out.past_key_values
+        cache = output_kv_cache(out)
         for step in range(budget):
             nxt = sample_next_tokens(
                 out.logits[:, -1, :],
@@ -193,7 +215,7 @@ class TransformersBackend:
                 input_ids=nxt.to(self.device)[:, None],
                 attention_mask=mask[:, : width + step + 1],
                 position_ids=position_ids,
-                past_key_values=cache,
+                **kv_cache_kwargs(self.model, cache),
                 cache_position=torch.tensor([width + step], device=self.device),
                 use_cache=True,
             )
