@@ -90,6 +90,7 @@ class Runtime:
             max_wait_s=settings.max_batch_wait_ms / 1000.0,
             max_queue=settings.max_queue,
             idle_s=settings.batch_idle_ms / 1000.0,
+            return_wait_fraction=settings.batch_return_wait_fraction,
             observer=self.metrics,
         )
 

@@ -61,6 +61,9 @@ class Settings(AuthSettings):
         step_timeout_s: deadline of one step (504 after it).
         max_batch_size / max_batch_wait_ms / max_queue: dynamic batching bounds.
         batch_idle_ms: a batch closes early when no new step arrived for this long.
+        batch_return_wait_fraction: a batch stays open for the episodes it just answered for up
+            to this fraction of the last batch's duration (at least ``max_batch_wait_ms``);
+            0 → only ``max_batch_wait_ms``.
         retrieval_cache_ttl_s: seconds a retrieval result is reused (0 disables the cache).
         data_dir: where SFT training jobs keep their records and checkpoints.
         job_backend: ``"local"`` (SFT in a child process of this service) or ``"celery"`` (on a
@@ -116,6 +119,7 @@ class Settings(AuthSettings):
     max_batch_size: int = Field(default=64, ge=1, le=4096)
     max_batch_wait_ms: float = Field(default=20.0, ge=0.0, le=10_000.0)
     batch_idle_ms: float = Field(default=2.0, ge=0.0, le=10_000.0)
+    batch_return_wait_fraction: float = Field(default=0.5, ge=0.0, le=10.0)
     retrieval_cache_ttl_s: float = Field(default=300.0, ge=0.0)
     max_queue: int = Field(default=4096, ge=1)
 

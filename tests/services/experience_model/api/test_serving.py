@@ -362,3 +362,15 @@ async def test_metrics_before_the_model_is_loaded_is_503(settings_for: Callable)
         response = await client.get("/metrics")
 
     assert_envelope(response, 503, "backend_unavailable")
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.75])
+async def test_return_wait_fraction_setting_reaches_the_batcher(settings_for: Callable, fraction):
+    backend = FakeLLMBackend(responder=scripted_responder)
+    settings = settings_for(max_batch_wait_ms=10.0, batch_return_wait_fraction=fraction)
+    async with running_app(settings, backend) as client:
+        batcher = client.app.state.runtime.episodes.batcher
+        batcher._last_process_s = 1.0  # as if the last batch took a second
+
+        assert batcher.return_wait_fraction == fraction
+        assert batcher.return_window_s == pytest.approx(max(0.01, fraction))

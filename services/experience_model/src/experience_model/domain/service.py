@@ -108,7 +108,8 @@ class EpisodeService:
         default_max_steps: step limit when a reset does not give one.
         max_steps_limit: largest step limit a reset may ask for.
         step_timeout_s: deadline of one step (504 after it; the episode stays usable).
-        max_batch_size / max_wait_s / max_queue / idle_s: micro-batching bounds.
+        max_batch_size / max_wait_s / max_queue / idle_s / return_wait_fraction: micro-batching
+            bounds (see :class:`~experience_model.domain.batching.MicroBatcher`).
         observer: optional receiver of step outcomes and batch sizes (metrics).
     """
 
@@ -124,6 +125,7 @@ class EpisodeService:
         max_wait_s: float = 0.005,
         max_queue: int = 4096,
         idle_s: float | None = None,
+        return_wait_fraction: float = 0.5,
         observer: StepObserver | None = None,
     ) -> None:
         self.store = store
@@ -138,6 +140,7 @@ class EpisodeService:
             max_queue=max_queue,
             idle_s=idle_s,
             on_batch=observer.batch_formed if observer is not None else None,
+            return_wait_fraction=return_wait_fraction,
         )
         self.observer = observer
         # a store that talks to a server (Redis) is called from worker threads, never the loop
