@@ -18,7 +18,17 @@ from __future__ import annotations
 from pydantic import Field
 
 from dreamgym.errors import ErrorInfo
-from dreamgym.types import AbstractState, NonEmptyStr, Task, Transition, WireModel
+from dreamgym.types import (
+    MAX_SEED,
+    MAX_TEXT_CHARS,
+    AbstractState,
+    ActionList,
+    BoundedText,
+    NonEmptyStr,
+    Task,
+    Transition,
+    WireModel,
+)
 
 __all__ = [
     "BatchStepItem",
@@ -44,6 +54,9 @@ __all__ = [
 MAX_ACTION_CHARS = 2000
 MAX_PREDICT_QUERIES = 256
 MAX_BATCH_STEPS = 1024
+MAX_PREDICT_HISTORY = 256
+#: client-chosen episode ids travel in URL paths: no "/" or other reserved characters
+EPISODE_ID_PATTERN = r"^[A-Za-z0-9._:~-]+$"
 
 
 class EpisodeOptions(WireModel):
@@ -74,9 +87,11 @@ class EpisodeResetRequest(WireModel):
     """
 
     task: Task
-    seed: int | None = Field(default=None, ge=0)
+    seed: int | None = Field(default=None, ge=0, le=MAX_SEED)
     max_steps: int | None = Field(default=None, ge=1)
-    episode_id: str | None = Field(default=None, min_length=1, max_length=200)
+    episode_id: str | None = Field(
+        default=None, min_length=1, max_length=200, pattern=EPISODE_ID_PATTERN
+    )
     options: EpisodeOptions | None = None
 
 
@@ -114,7 +129,7 @@ class EpisodeStepRequest(WireModel):
     """
 
     action: NonEmptyStr = Field(max_length=MAX_ACTION_CHARS)
-    seed: int | None = Field(default=None, ge=0)
+    seed: int | None = Field(default=None, ge=0, le=MAX_SEED)
 
 
 class BatchStepItem(WireModel):
@@ -122,7 +137,7 @@ class BatchStepItem(WireModel):
 
     episode_id: NonEmptyStr
     action: NonEmptyStr = Field(max_length=MAX_ACTION_CHARS)
-    seed: int | None = Field(default=None, ge=0)
+    seed: int | None = Field(default=None, ge=0, le=MAX_SEED)
 
 
 class BatchStepRequest(WireModel):
@@ -193,20 +208,20 @@ class BatchStepResponse(WireModel):
 class HistoryEntry(WireModel):
     """An earlier (observation, action) pair."""
 
-    observation: str
-    action: str
+    observation: BoundedText
+    action: str = Field(max_length=MAX_ACTION_CHARS)
 
 
 class PredictQuery(WireModel):
     """Stateless prediction input (teacher-forced history, e.g. from a real trajectory)."""
 
-    task: NonEmptyStr
-    environment: str | None = None
-    observation: str
-    admissible_actions: list[str] = Field(default_factory=list)
+    task: NonEmptyStr = Field(max_length=MAX_TEXT_CHARS)
+    environment: str | None = Field(default=None, max_length=200)
+    observation: BoundedText
+    admissible_actions: ActionList = Field(default_factory=list)
     action: NonEmptyStr = Field(max_length=MAX_ACTION_CHARS)
-    history: list[HistoryEntry] = Field(default_factory=list)
-    seed: int | None = Field(default=None, ge=0)
+    history: list[HistoryEntry] = Field(default_factory=list, max_length=MAX_PREDICT_HISTORY)
+    seed: int | None = Field(default=None, ge=0, le=MAX_SEED)
 
 
 class PredictRequest(WireModel):

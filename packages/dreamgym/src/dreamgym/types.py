@@ -40,6 +40,18 @@ TaskOrigin = Literal["seed", "generated"]
 
 NonEmptyStr = Annotated[str, Field(min_length=1)]
 
+#: Size limits of text a client sends (a 5 MB observation once made one step take 22 GB).
+MAX_TEXT_CHARS = 32_768  # one observation or instruction
+MAX_ACTION_TEXT_CHARS = 2_000  # one admissible action
+MAX_ADMISSIBLE_ACTIONS = 1_024  # admissible actions of one state
+MAX_SEED = 2**63 - 1  # seeds are 64-bit (torch.Generator.manual_seed)
+
+BoundedText = Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
+ActionList = Annotated[
+    list[Annotated[str, Field(max_length=MAX_ACTION_TEXT_CHARS)]],
+    Field(max_length=MAX_ADMISSIBLE_ACTIONS),
+]
+
 
 class WireModel(BaseModel):
     """Base for every request/response body: unknown fields are rejected."""
@@ -189,9 +201,9 @@ class Task(WireModel):
 
     task_id: NonEmptyStr = Field(max_length=200)
     environment: NonEmptyStr
-    instruction: NonEmptyStr
-    initial_observation: str
-    initial_admissible_actions: list[str] = Field(default_factory=list)
+    instruction: NonEmptyStr = Field(max_length=MAX_TEXT_CHARS)
+    initial_observation: BoundedText
+    initial_admissible_actions: ActionList = Field(default_factory=list)
     game_seed: int | None = None
     split: Split = "train"
     origin: TaskOrigin = "seed"

@@ -124,6 +124,8 @@ def test_step_malformed_body_is_422_naming_field(client, body, param):
         pytest.param(None, {"seed": -5}, "body.seed", id="negative-seed"),
         pytest.param(None, {"max_steps": 0}, "body.max_steps", id="zero-max-steps"),
         pytest.param(None, {"unknown": 1}, "body.unknown", id="extra-field"),
+        pytest.param(None, {"seed": 2**64}, "body.seed", id="seed-beyond-64-bits"),
+        pytest.param(None, {"episode_id": "a/b"}, "body.episode_id", id="slash-in-episode-id"),
     ],
 )
 def test_reset_malformed_body_is_422_naming_field(client, drop, extra, param):
@@ -133,6 +135,27 @@ def test_reset_malformed_body_is_422_naming_field(client, drop, extra, param):
     response = client.post("/v1/episodes", json={"task": task, **extra})
 
     assert_envelope(response, 422, "invalid_request", param)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        pytest.param("initial_observation", "x" * 5_000_000, id="5-MB-observation"),
+        pytest.param("instruction", "y" * 40_000, id="huge-instruction"),
+        pytest.param("initial_admissible_actions", ["go"] * 5_000, id="too-many-actions"),
+        pytest.param("initial_admissible_actions", ["z" * 3_000], id="huge-action"),
+    ],
+)
+def test_reset_with_oversized_task_text_is_422_and_never_reaches_the_model(
+    client, fake_llm, field, value
+):
+    task = {**task_json(make_task()), field: value}
+
+    response = client.post("/v1/episodes", json={"task": task})
+
+    error = assert_envelope(response, 422, "invalid_request")
+    assert error["param"].startswith(f"body.task.{field}")  # ".0" for one action of the list
+    assert fake_llm.batches == []
 
 
 def test_reset_missing_task_is_422(client):
