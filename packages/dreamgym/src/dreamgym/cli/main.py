@@ -198,9 +198,25 @@ def up(
         job_backend=job_backend,
     )
     if experience_model_path:
+        if Path(experience_model_path).expanduser().exists():  # a checkpoint folder: the
+            # services run in the stack's own folder, so a relative path must be made absolute
+            experience_model_path = str(Path(experience_model_path).expanduser().resolve())
+        elif not experience_model_path.startswith(("tiny", "smollm2")):
+            raise typer.BadParameter(
+                f"no checkpoint folder at '{experience_model_path}' (and not a model spec "
+                "like 'tiny:layers=2' or 'smollm2-135m')",
+                param_hint="--experience-model-path",
+            )
         cfg.experience_model_path = experience_model_path
         cfg.task_generator_model_path = experience_model_path
-    urls = LocalStack(cfg).up(log=lambda m: console.print(f"[dim]{m}[/dim]"))
+    stack = LocalStack(cfg)
+    try:
+        urls = stack.up(log=lambda m: console.print(f"[dim]{m}[/dim]"))
+    except RuntimeError as exc:  # a part did not start: stop what did, say why, no traceback
+        stack.down()
+        console.print(f"[red]stack did not start:[/red] {exc}")
+        console.print("everything it had started was stopped")
+        raise typer.Exit(1) from None
     for name, url in urls.items():
         console.print(f"{name:<18} {url}  (docs: {url}/docs)")
     console.print(
