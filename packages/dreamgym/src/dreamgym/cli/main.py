@@ -1,15 +1,7 @@
 """``dreamgym`` — the command-line tool that drives the platform.
 
-Commands:
-    dreamgym demo      run the main job end to end and write a report
-    dreamgym experiment  the paper's Table 1/2 (rows × environments × seeds) on real environments
-    dreamgym up        start the local stack (PostgreSQL + pgvector, Redis, the four services and
-                       a Celery worker per queue unless --job-backend local)
-    dreamgym down      stop what ``up`` started
-    dreamgym status    show what is running
-    dreamgym envs      list the real environments
-    dreamgym export    write replay-store trajectories to JSONL or Parquet (``datasets``-ready)
-    dreamgym admin     teams and API keys (create-team, create-key, list-keys, revoke-key, ...)
+Run ``dreamgym COMMAND --help`` for a command's options. The main job:
+``dreamgym demo`` (``--preset quick`` for a few minutes); the local stack: ``dreamgym up``.
 """
 
 from __future__ import annotations
@@ -26,7 +18,13 @@ from rich.table import Table
 
 from dreamgym.cli.admin import admin_app
 
-app = typer.Typer(add_completion=False, help=__doc__, no_args_is_help=True)
+app = typer.Typer(
+    add_completion=False,
+    help="DreamGym: train LLM agents with RL in an imagined environment. Run 'dreamgym COMMAND "
+    "--help' for a command's options. The main job: 'dreamgym demo' ('--preset quick' for a few "
+    "minutes); the local stack: 'dreamgym up'.",
+    no_args_is_help=True,
+)
 app.add_typer(admin_app, name="admin")
 console = Console()
 
