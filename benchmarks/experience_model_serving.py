@@ -37,7 +37,6 @@ import contextlib
 import json
 import os
 import resource
-import socket
 import subprocess
 import sys
 import tempfile
@@ -55,6 +54,7 @@ import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 from dreamgym.llm.base import SamplingParams
+from dreamgym.stack.ports import free_port
 from dreamgym.types import Task
 
 TINY = "tiny:layers=1,hidden=32,heads=2,intermediate=64"
@@ -69,12 +69,6 @@ ACTION = "move north"
 
 
 # -- the service process ------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager

@@ -11,12 +11,7 @@ import time
 import pytest
 
 from dreamgym.server.run import DEFAULT_KEEP_ALIVE_S, keep_alive_s
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from dreamgym.stack.ports import free_port
 
 
 def test_keep_alive_default_and_override(monkeypatch):

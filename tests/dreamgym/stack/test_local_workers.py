@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 
 import pytest
@@ -10,14 +9,9 @@ import redis
 
 from dreamgym.celery_app import CelerySettings, create_celery_app
 from dreamgym.stack.local import LocalStack, StackConfig
+from dreamgym.stack.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_celery_backend_wires_the_job_services_to_one_broker(tmp_path):

@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 import redis
 
+from dreamgym.stack.ports import free_port
 from dreamgym.stack.redis import LocalRedis
 
 pytestmark = pytest.mark.integration
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_local_redis_serves_tcp_and_keeps_data_across_restart(tmp_path):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,15 +19,11 @@ from typing import Any
 import httpx
 import pytest
 
+from dreamgym.stack.ports import free_port
+
 from .factories import make_task, task_json
 
 pytestmark = pytest.mark.integration
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class ServiceProcess:

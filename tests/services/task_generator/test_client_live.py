@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -12,6 +11,7 @@ import uvicorn
 
 from dreamgym.clients.task_generator import AsyncTaskGeneratorClient, TaskGeneratorClient
 from dreamgym.errors import BackendUnavailableError, ConflictError, NotFoundError
+from dreamgym.stack.ports import free_port
 from dreamgym.testing.fakes import FakeLLMBackend
 from task_generator.main import create_app
 from task_generator.settings import Settings
@@ -19,12 +19,6 @@ from task_generator.settings import Settings
 from .factories import make_task, variation
 
 pytestmark = pytest.mark.integration
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _serve(app, port: int) -> Iterator[str]:

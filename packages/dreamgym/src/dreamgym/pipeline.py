@@ -6,12 +6,12 @@ REST bodies the services validate), and the local stack on free ports under an o
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from dreamgym.stack.local import StackConfig
+from dreamgym.stack.ports import free_port
 
 __all__ = [
     "collect_job",
@@ -26,13 +26,6 @@ __all__ = [
 JUDGE_URL_ENV = "DREAMGYM_JUDGE_URL"
 JUDGE_MODEL_ENV = "DREAMGYM_JUDGE_MODEL"
 JUDGE_API_KEY_ENV = "DREAMGYM_JUDGE_API_KEY"
-
-
-def free_port() -> int:
-    """A TCP port free on the loopback interface right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def default_stack(

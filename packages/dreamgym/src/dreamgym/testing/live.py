@@ -9,21 +9,15 @@ when the block exits. Needs the ``server`` extra (uvicorn).
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from dreamgym.stack.ports import free_port
+
 __all__ = ["free_port", "serve_app"]
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free on ``host`` right now."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager

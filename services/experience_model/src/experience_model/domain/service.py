@@ -33,7 +33,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from dreamgym.auth.keys import DEFAULT_TEAM
-from dreamgym.errors import DreamGymError, MalformedTransitionError, StepTimeoutError
+from dreamgym.errors import (
+    CapacityError,
+    DreamGymError,
+    MalformedTransitionError,
+    StepTimeoutError,
+)
 from dreamgym.experience_types import EpisodeOptions
 from dreamgym.types import AbstractState, Task, Transition
 from experience_model.domain.batching import Arrival, MicroBatcher
@@ -336,8 +341,6 @@ class EpisodeService:
             StepTimeoutError: not done within ``step_timeout_s`` per ``max_batch_size`` queries
                 (504; the unfinished queries are dropped from the queue).
         """
-        from dreamgym.errors import CapacityError  # noqa: PLC0415
-
         room = self.batcher.max_queue - self.batcher.queue_depth
         if len(queries) > room:
             raise CapacityError(
